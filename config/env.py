@@ -1,0 +1,51 @@
+"""The platform's environment, read once through pydantic-settings.
+
+Every knob the control plane has is an environment variable; Django's ``settings.py`` only reads from
+the ``PlatformSettings`` instance built here, so there is one configuration system, not two.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ("PlatformSettings", "default_data_dir", "get_settings")
+
+
+def default_data_dir() -> Path:
+    """The embedded default data directory: ``.data`` next to ``manage.py``."""
+    return Path(__file__).resolve().parent.parent / ".data"
+
+
+class PlatformSettings(BaseSettings):
+    """Control-plane settings; unprefixed names follow the twelve-factor conventions."""
+
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", case_sensitive=False)
+
+    debug: bool = Field(default=False, alias="DEBUG")
+    secret_key: SecretStr | None = Field(default=None, alias="SECRET_KEY")
+    allowed_hosts: str = Field(default="localhost,127.0.0.1,[::1]", alias="ALLOWED_HOSTS")
+    csrf_trusted_origins: str = Field(default="", alias="CSRF_TRUSTED_ORIGINS")
+    database_url: str | None = Field(default=None, alias="DATABASE_URL")
+    celery_broker_url: str | None = Field(default=None, alias="CELERY_BROKER_URL")
+    data_dir: Path = Field(default_factory=default_data_dir, alias="MQ_DATA_DIR")
+    # Secure cookies and HSTS need TLS in front of the app; standalone on loopback serves plain HTTP.
+    secure_cookies: bool = Field(default=True, alias="MQ_SECURE_COOKIES")
+    ssl_redirect: bool = Field(default=False, alias="MQ_SSL_REDIRECT")
+    hsts_seconds: int = Field(default=31536000, alias="MQ_HSTS_SECONDS")
+    log_level: str = Field(default="INFO", alias="MQ_LOG_LEVEL")
+    reconcile_interval_s: float = Field(default=60.0, alias="MQ_RECONCILE_INTERVAL_S")
+
+    def split_hosts(self) -> list[str]:
+        return [h.strip() for h in self.allowed_hosts.split(",") if h.strip()]
+
+    def split_origins(self) -> list[str]:
+        return [o.strip() for o in self.csrf_trusted_origins.split(",") if o.strip()]
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> PlatformSettings:
+    return PlatformSettings()

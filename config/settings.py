@@ -1,0 +1,193 @@
+"""Django settings, all read from the environment through ``config.env.PlatformSettings``.
+
+With DEBUG off (the default) everything is production-safe and ``manage.py check --deploy`` is clean;
+``mqctl standalone`` relaxes only what plain HTTP on loopback needs (secure cookies, SSL redirect).
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+
+from config.env import get_settings
+
+ENV = get_settings()
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = ENV.data_dir.resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    """SECRET_KEY from the environment, else one generated once and kept in the data dir (0600)."""
+    if ENV.secret_key is not None:
+        return ENV.secret_key.get_secret_value()
+    path = DATA_DIR / "secret_key"
+    if not path.exists():
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_urlsafe(64))
+    return path.read_text().strip()
+
+
+DEBUG = ENV.debug
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = ENV.split_hosts()
+CSRF_TRUSTED_ORIGINS = ENV.split_origins()
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "tenants",
+    "console",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES: dict[str, Any] = {
+    "default": dj_database_url.parse(
+        ENV.database_url or f"sqlite:///{DATA_DIR / 'mqcloud.sqlite3'}",
+        conn_max_age=60 if ENV.database_url else 0,
+    )
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+# Standalone serves static files straight from the app directories; production runs collectstatic.
+WHITENOISE_USE_FINDERS = True
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+
+#
+# Security: production-safe unless the environment relaxes it
+#
+SESSION_COOKIE_SECURE = ENV.secure_cookies
+CSRF_COOKIE_SECURE = ENV.secure_cookies
+SECURE_SSL_REDIRECT = ENV.ssl_redirect
+SECURE_HSTS_SECONDS = ENV.hsts_seconds if ENV.ssl_redirect else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+SECURE_HSTS_PRELOAD = True
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+# check --deploy wants SSL redirect and HSTS; a TLS-terminating proxy in front does both for us.
+SILENCED_SYSTEM_CHECKS = [] if ENV.ssl_redirect else ["security.W004", "security.W008"]
+
+#
+# REST API
+#
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.OrderingFilter",
+        "rest_framework.filters.SearchFilter",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "tenants.api.exceptions.api_exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "MQCloud control plane API",
+    "DESCRIPTION": "Tenants, topics, consumer groups, access keys, ACLs, quotas and broker clusters.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+#
+# Celery: an embedded filesystem transport unless CELERY_BROKER_URL names a server
+#
+CELERY_QUEUE_DIR = DATA_DIR / "celery" / "queue"
+CELERY_BROKER_URL = ENV.celery_broker_url or "filesystem://"
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = (
+    {}
+    if ENV.celery_broker_url
+    else {
+        "data_folder_in": str(CELERY_QUEUE_DIR),
+        "data_folder_out": str(CELERY_QUEUE_DIR),
+        "processed_folder": str(DATA_DIR / "celery" / "processed"),
+        "store_processed": False,
+    }
+)
+if not ENV.celery_broker_url:
+    CELERY_QUEUE_DIR.mkdir(parents=True, exist_ok=True)
+    (DATA_DIR / "celery" / "processed").mkdir(parents=True, exist_ok=True)
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ACKS_LATE = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celery" / "beat-schedule")
+CELERY_BEAT_SCHEDULE: dict[str, Any] = {
+    "reconcile-brokers": {
+        "task": "tenants.reconcile_brokers",
+        "schedule": ENV.reconcile_interval_s,
+        "options": {"expires": ENV.reconcile_interval_s},
+    },
+}
+
+LOGGING: dict[str, Any] = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": ENV.log_level},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
