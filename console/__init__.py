@@ -1,1 +1,1 @@
-"""console"""
+"""Django app: the web admin console. Presentation only; business rules live in ``tenants``."""

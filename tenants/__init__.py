@@ -1,1 +1,1 @@
-"""tenants"""
+"""Django app: tenants and everything they own; the DRF API; broker provisioning."""

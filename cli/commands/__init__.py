@@ -1,0 +1,1 @@
+"""mqctl command groups, one module each."""

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from console import views
+
+app_name = "console"
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+]

@@ -1,0 +1,1 @@
+"""The control plane's REST API under /api/v1/."""

@@ -1,0 +1,63 @@
+"""Create the demo operator account and demo tenant, and write ``<data dir>/demo.json``.
+
+Idempotent: a second run keeps the password and token from the first, so scripts that read
+``demo.json`` keep working across restarts of ``mqctl standalone``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import transaction
+from rest_framework.authtoken.models import Token
+
+from tenants.models import Tenant
+
+DEMO_USERNAME = "operator"
+DEMO_TENANT_NAMESPACE = "demo"
+
+
+class Command(BaseCommand):
+    help = "Create the demo operator and tenant; write demo.json to the data dir."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--base-url", default="http://127.0.0.1:8000")
+        parser.add_argument("--broker", default="", help="broker endpoint HOST:PORT, when one runs")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        path = Path(settings.DATA_DIR) / "demo.json"
+        previous: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+        password = previous.get("console", {}).get("password") or secrets.token_urlsafe(12)
+        with transaction.atomic():
+            user_model = get_user_model()
+            user, _ = user_model.objects.get_or_create(
+                username=DEMO_USERNAME, defaults={"email": "operator@localhost"}
+            )
+            user.is_staff = user.is_superuser = True
+            user.set_password(password)
+            user.save()
+            token, _ = Token.objects.get_or_create(user=user)
+            tenant, _ = Tenant.objects.get_or_create(
+                namespace=DEMO_TENANT_NAMESPACE, defaults={"name": "Demo tenant"}
+            )
+        base = options["base_url"].rstrip("/")
+        demo: dict[str, Any] = {
+            "console": {"url": f"{base}/", "username": DEMO_USERNAME, "password": password},
+            "admin_url": f"{base}/admin/",
+            "api": {"url": f"{base}/api/v1/", "schema": f"{base}/api/schema/", "token": token.key},
+            "tenant": {"name": tenant.name, "namespace": tenant.namespace},
+        }
+        if options["broker"]:
+            demo["broker"] = {"endpoint": options["broker"]}
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(demo, indent=2))
+        os.chmod(tmp, 0o600)
+        tmp.replace(path)
+        self.stdout.write(json.dumps(demo))
