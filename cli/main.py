@@ -7,7 +7,6 @@ Command groups live in ``cli/commands/<group>.py``, each a Typer app attached he
 from __future__ import annotations
 
 import os
-import sys
 
 import typer
 
@@ -34,4 +33,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ("abort", "console", "err_console", "print_json", "print_table", "info", "success")
+__all__ = ("abort", "console", "err_console", "info", "print_json", "print_table", "success")
 
 console = Console()
 err_console = Console(stderr=True)

@@ -34,7 +34,7 @@ class PlatformSettings(BaseSettings):
     data_dir: Path = Field(default_factory=default_data_dir, alias="MQ_DATA_DIR")
     # Secure cookies and HSTS need TLS in front of the app; standalone on loopback serves plain HTTP.
     secure_cookies: bool = Field(default=True, alias="MQ_SECURE_COOKIES")
-    ssl_redirect: bool = Field(default=False, alias="MQ_SSL_REDIRECT")
+    ssl_redirect: bool = Field(default=True, alias="MQ_SSL_REDIRECT")
     hsts_seconds: int = Field(default=31536000, alias="MQ_HSTS_SECONDS")
     log_level: str = Field(default="INFO", alias="MQ_LOG_LEVEL")
     reconcile_interval_s: float = Field(default=60.0, alias="MQ_RECONCILE_INTERVAL_S")

@@ -15,4 +15,6 @@ __all__ = ("dashboard",)
 def dashboard(request: HttpRequest) -> HttpResponse:
     """The landing page: the platform at a glance."""
     tenants = Tenant.objects.all()[:50]
-    return render(request, "console/dashboard.html", {"tenants": tenants, "tenant_count": Tenant.objects.count()})
+    return render(
+        request, "console/dashboard.html", {"tenants": tenants, "tenant_count": Tenant.objects.count()}
+    )

@@ -7,7 +7,6 @@ Idempotent: a second run keeps the password and token from the first, so scripts
 from __future__ import annotations
 
 import json
-import os
 import secrets
 from pathlib import Path
 from typing import Any
@@ -58,6 +57,6 @@ class Command(BaseCommand):
             demo["broker"] = {"endpoint": options["broker"]}
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(demo, indent=2))
-        os.chmod(tmp, 0o600)
+        tmp.chmod(0o600)
         tmp.replace(path)
         self.stdout.write(json.dumps(demo))

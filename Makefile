@@ -1,0 +1,53 @@
+# MQCloud: two commands to know — `make run` and `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
+DATA_DIR ?= .data
+PYTEST_ARGS ?=
+
+.PHONY: help uv venv run test test-fast lint format proto bench clean
+
+help:
+	@echo "make run        set up and start the standalone stack (control plane :8000, Celery, broker :8081)"
+	@echo "make test       the whole test suite against a throwaway PostgreSQL"
+	@echo "make test-fast  unit tier only (-m 'not slow and not integration')"
+	@echo "make lint       ruff and mypy"
+	@echo "make proto      regenerate gRPC stubs from proto/ into mqcloud/"
+	@echo "make bench      run the benchmark harnesses in bench/"
+
+uv:
+	@command -v uv >/dev/null 2>&1 || [ -x "$(HOME)/.local/bin/uv" ] || { \
+	  echo "installing uv from PyPI"; \
+	  python3 -m pip install --user --quiet uv 2>/dev/null || python3 -m pip install --user --quiet --break-system-packages uv; }
+
+venv: uv
+	@$(UV) sync --locked --quiet
+
+run: venv
+	$(UV) run mqctl standalone --data-dir $(DATA_DIR)
+
+test: venv
+	scripts/with_postgres.sh $(UV) run pytest $(PYTEST_ARGS)
+
+test-fast: venv
+	$(UV) run pytest -m "not slow and not integration" $(PYTEST_ARGS)
+
+lint: venv
+	$(UV) run ruff check .
+	$(UV) run ruff format --check .
+	$(UV) run mypy .
+
+format: venv
+	$(UV) run ruff check --fix .
+	$(UV) run ruff format .
+
+proto: venv
+	$(UV) run python scripts/gen_proto.py
+
+bench: venv
+	@mkdir -p bench/results
+	@for b in bench/*_bench.py; do echo "== $$b"; $(UV) run python $$b --quick --json bench/results/$$(basename $$b .py).json || exit 1; done
+
+clean:
+	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,214 @@
+"""``mqctl standalone``: the whole stack on one machine with embedded defaults.
+
+Migrates the embedded database, creates the demo operator and tenant, then runs the control plane
+(uvicorn, :8000), a Celery worker with beat on the filesystem transport, and a broker node (:8081).
+Ctrl-C or SIGTERM stops every child and leaves nothing running.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import httpx
+import typer
+
+from cli import output
+from cli.config import AppEnvVars
+from cli.supervisor import Supervisor
+
+__all__ = ("standalone",)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+HEALTH_TIMEOUT_S = 60.0
+
+
+class _Stop(Exception):
+    """Raised from the signal handler to leave the watch loop."""
+
+
+def _split(hostport: str) -> tuple[str, int]:
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise typer.BadParameter(f"expected HOST:PORT, got {hostport!r}")
+    return host, int(port)
+
+
+def _broker_available() -> bool:
+    return importlib.util.find_spec("dataplane.server") is not None
+
+
+def standalone(
+    data_dir: Annotated[
+        Path,
+        typer.Option(
+            help=f"Where everything is kept. [env var: {AppEnvVars.DATA_DIR}]", envvar="MQ_DATA_DIR"
+        ),
+    ] = Path(".data"),
+    http: Annotated[str, typer.Option(help="Control plane HOST:PORT.")] = "127.0.0.1:8000",
+    broker: Annotated[str, typer.Option(help="Broker gRPC HOST:PORT.")] = "127.0.0.1:8081",
+    metrics: Annotated[
+        str, typer.Option(help="Broker Prometheus HOST:PORT ('' to disable).")
+    ] = "127.0.0.1:5557",
+) -> None:
+    """Run the control plane, Celery worker + beat and a broker until Ctrl-C."""
+    http_host, http_port = _split(http)
+    data_dir = data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.update(
+        MQ_DATA_DIR=str(data_dir),
+        DJANGO_SETTINGS_MODULE="config.settings",
+        # Plain HTTP on loopback: cookies cannot be Secure and there is no TLS to redirect to.
+        MQ_SECURE_COOKIES="0",
+        MQ_SSL_REDIRECT="0",
+        PYTHONUNBUFFERED="1",
+    )
+    env.setdefault("ALLOWED_HOSTS", f"localhost,127.0.0.1,[::1],{http_host}")
+    supervisor = Supervisor(data_dir / "logs", env)
+    python = sys.executable
+    base_url = f"http://{http_host}:{http_port}"
+    with_broker = _broker_available()
+
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        # A second Ctrl-C (or uv forwarding the same one) must not interrupt the orderly stop.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise _Stop
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    try:
+        output.info("migrating the control-plane database ...")
+        supervisor.run_once("migrate", [python, str(REPO_ROOT / "manage.py"), "migrate", "--noinput", "-v0"])
+        demo_args = [python, str(REPO_ROOT / "manage.py"), "bootstrap_demo", "--base-url", base_url]
+        if with_broker:
+            demo_args += ["--broker", broker]
+        demo = json.loads(supervisor.run_once("bootstrap", demo_args).stdout.strip().splitlines()[-1])
+
+        supervisor.start(
+            "control-plane",
+            [
+                python,
+                "-m",
+                "uvicorn",
+                "config.asgi:application",
+                "--host",
+                http_host,
+                "--port",
+                str(http_port),
+                "--lifespan",
+                "off",
+                "--no-access-log",
+            ],
+            cwd=REPO_ROOT,
+        )
+        supervisor.start(
+            "celery",
+            [
+                python,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "-B",
+                "--pool",
+                "solo",
+                "--loglevel",
+                "INFO",
+                "--schedule",
+                str(data_dir / "celery" / "beat-schedule"),
+            ],
+            cwd=REPO_ROOT,
+        )
+        if with_broker:
+            broker_argv = [
+                python,
+                "-m",
+                "cli.main",
+                "broker",
+                "start",
+                "--data-dir",
+                str(data_dir / "broker"),
+                "--listen",
+                broker,
+                "--metrics-listen",
+                metrics or "0",
+            ]
+            supervisor.start("broker", broker_argv, cwd=REPO_ROOT)
+
+        _wait_healthy(supervisor, f"{base_url}/api/v1/health")
+        _print_banner(demo, data_dir, with_broker)
+        while True:
+            exited = supervisor.first_exited()
+            if exited is not None:
+                output.abort(
+                    f"{exited.name} exited with code {exited.popen.returncode}; see {exited.log_path}"
+                )
+            time.sleep(0.5)
+    except _Stop:
+        output.info("stopping ...")
+    except subprocess.CalledProcessError as exc:  # a failed setup step: show its output
+        output.err_console.print(exc.stderr or "", markup=False, highlight=False)
+        output.abort(f"setup step {exc.cmd[2:4]} failed with code {exc.returncode}")
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        supervisor.stop_all()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    output.success("stopped; nothing left running")
+
+
+def _wait_healthy(supervisor: Supervisor, url: str) -> None:
+    deadline = time.monotonic() + HEALTH_TIMEOUT_S
+    while time.monotonic() < deadline:
+        exited = supervisor.first_exited()
+        if exited is not None:
+            output.abort(f"{exited.name} exited with code {exited.popen.returncode}; see {exited.log_path}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.25)
+    output.abort(f"the control plane did not answer {url} within {HEALTH_TIMEOUT_S:.0f} s")
+
+
+def _print_banner(demo: dict[str, object], data_dir: Path, with_broker: bool) -> None:
+    console = demo["console"]
+    api = demo["api"]
+    assert isinstance(console, dict) and isinstance(api, dict)
+    lines = [
+        "[bold]MQCloud standalone is up[/bold]",
+        f"  console      {console['url']}   user [bold]{console['username']}[/bold]"
+        f" password [bold]{console['password']}[/bold]",
+        f"  admin        {demo['admin_url']}",
+        f"  API          {api['url']}   token {api['token']}",
+        f"  OpenAPI      {api['schema']}   (docs at /api/docs/)",
+    ]
+    if with_broker and isinstance(demo.get("broker"), dict):
+        lines.append(f"  broker       {demo['broker']['endpoint']}  (RocketMQ v2 gRPC)")  # type: ignore[index]
+    tenant = demo.get("tenant")
+    if isinstance(tenant, dict):
+        lines.append(f"  tenant       namespace {tenant.get('namespace')}")
+        if tenant.get("access_key"):
+            lines.append(
+                f"               access key {tenant['access_key']} secret {tenant.get('secret_key')}"
+            )
+    lines += [
+        f"  demo.json    {data_dir / 'demo.json'}",
+        f"  logs         {data_dir / 'logs'}",
+        "Ctrl-C stops everything.",
+    ]
+    for line in lines:
+        output.console.print(line, highlight=False, soft_wrap=True)

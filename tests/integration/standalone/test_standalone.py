@@ -1,0 +1,116 @@
+"""``mqctl standalone`` starts the whole stack and stops it without leaving a process behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import free_port
+
+REPO = Path(__file__).resolve().parents[3]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def processes_with_data_dir(data_dir: Path) -> list[int]:
+    """PIDs whose environment names ``data_dir``: every child standalone starts carries it."""
+    needle = f"MQ_DATA_DIR={data_dir}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return found
+
+
+def test_standalone_serves_and_stops_cleanly(tmp_path: Path) -> None:
+    # given: embedded defaults (no DATABASE_URL), free ports
+    data_dir = tmp_path / "data"
+    http_port, broker_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "standalone",
+            "--data-dir",
+            str(data_dir),
+            "--http",
+            f"127.0.0.1:{http_port}",
+            "--broker",
+            f"127.0.0.1:{broker_port}",
+            "--metrics",
+            "",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        # when: the stack comes up
+        base = f"http://127.0.0.1:{http_port}"
+        deadline = time.monotonic() + 90
+        while True:
+            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+            try:
+                if httpx.get(f"{base}/api/v1/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "control plane never became healthy"
+            time.sleep(0.5)
+
+        # then: health, schema, console and demo credentials work
+        assert httpx.get(f"{base}/api/v1/health").json()["status"] == "ok"
+        assert httpx.get(f"{base}/api/schema/").status_code == 200
+        demo = json.loads((data_dir / "demo.json").read_text())
+        assert demo["tenant"]["namespace"] == "demo"
+        with httpx.Client(base_url=base) as client:
+            login = client.get("/accounts/login/")
+            csrf = client.cookies["csrftoken"]
+            assert login.status_code == 200
+            page = client.post(
+                "/accounts/login/",
+                data={
+                    "username": demo["console"]["username"],
+                    "password": demo["console"]["password"],
+                    "csrfmiddlewaretoken": csrf,
+                    "next": "/",
+                },
+                follow_redirects=True,
+            )
+            assert page.status_code == 200
+            assert "Dashboard" in page.text
+        token_auth = {"Authorization": f"Token {demo['api']['token']}"}
+        assert httpx.get(f"{base}/api/v1/", headers=token_auth).status_code == 200
+        children = processes_with_data_dir(data_dir.resolve())
+        assert len(children) >= 2  # control plane and celery at least
+
+        # when: SIGTERM
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+        # then: exits within 15 s, cleanly, with nothing left behind
+        assert time.monotonic() - started < 15
+        assert proc.returncode == 0
+        time.sleep(0.5)
+        assert processes_with_data_dir(data_dir.resolve()) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout:
+            proc.stdout.close()

@@ -1,0 +1,81 @@
+"""The Django project is healthy: system checks, migrations, production-safe defaults."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_system_checks_pass() -> None:
+    out = StringIO()
+    call_command("check", stdout=out)
+    assert "no issues" in out.getvalue()
+
+
+@pytest.mark.django_db
+def test_no_missing_migrations() -> None:
+    out = StringIO()
+    # --check exits non-zero (SystemExit) when a model change has no migration
+    call_command("makemigrations", "--check", "--dry-run", stdout=out)
+
+
+def test_deploy_checks_clean_with_defaults(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MQ_", "DEBUG", "SECRET_KEY"))}
+    env.update(
+        DJANGO_SETTINGS_MODULE="config.settings",
+        MQ_DATA_DIR=str(tmp_path),
+        SECRET_KEY="a-production-secret-" + "x7Kq9mZ2pL4vB8nR1tY6wE3uI5oA0sD" * 2,
+    )
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "no issues" in result.stdout
+
+
+def test_settings_come_from_environment(tmp_path: Path) -> None:
+    env = dict(
+        os.environ,
+        DJANGO_SETTINGS_MODULE="config.settings",
+        MQ_DATA_DIR=str(tmp_path),
+        DATABASE_URL="postgres://u:p@db.example:6543/mq",
+        CELERY_BROKER_URL="redis://r:6379/2",
+        ALLOWED_HOSTS="a.example,b.example",
+        DEBUG="1",
+    )
+    code = (
+        "from django.conf import settings as s;"
+        "print(s.DATABASES['default']['HOST'], s.DATABASES['default']['PORT'], s.CELERY_BROKER_URL,"
+        " ','.join(s.ALLOWED_HOSTS), s.DEBUG, s.SECRET_KEY == open(s.DATA_DIR / 'secret_key').read().strip())"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup();" + code],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert result.stdout.split() == [
+        "db.example",
+        "6543",
+        "redis://r:6379/2",
+        "a.example,b.example",
+        "True",
+        "True",
+    ]
+    assert (tmp_path / "secret_key").stat().st_mode & 0o077 == 0
