@@ -1,5 +1,27 @@
 """Tenant models, one module per domain, re-exported here."""
 
-from tenants.models.tenants import Tenant
+from tenants.models.access import AccessKey
+from tenants.models.acls import AclPolicy
+from tenants.models.audit import AuditEvent
+from tenants.models.clusters import BrokerCluster, BrokerGroup, BrokerNode
+from tenants.models.provisioned import ProvisionedModel
+from tenants.models.quotas import Quota
+from tenants.models.tenants import Membership, Plan, Tenant
+from tenants.models.topics import ConsumerGroup, Topic, TopicPlacement
 
-__all__ = ("Tenant",)
+__all__ = (
+    "AccessKey",
+    "AclPolicy",
+    "AuditEvent",
+    "BrokerCluster",
+    "BrokerGroup",
+    "BrokerNode",
+    "ConsumerGroup",
+    "Membership",
+    "Plan",
+    "ProvisionedModel",
+    "Quota",
+    "Tenant",
+    "Topic",
+    "TopicPlacement",
+)

@@ -1,0 +1,61 @@
+"""Constants of the control plane: limits, defaults and retry timings."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+__all__ = (
+    "ACCESS_KEY_ID_LENGTH",
+    "ACCESS_KEY_ID_PREFIX",
+    "ACCESS_KEY_ROTATION_OVERLAP",
+    "ACCESS_KEY_SECRET_BYTES",
+    "DEFAULT_MAX_DELIVERY_ATTEMPTS",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_QUEUE_COUNT",
+    "DEFAULT_RETENTION_HOURS",
+    "MAX_QUEUE_COUNT",
+    "NAMESPACE_SEPARATOR",
+    "PROVISION_MAX_RETRIES",
+    "PROVISION_RETRY_BACKOFF_MAX_S",
+    "PROVISION_RETRY_BACKOFF_S",
+    "QUOTA_LIMIT_FIELDS",
+    "RESOURCE_NAME_PATTERN",
+    "SECRETS_HKDF_INFO",
+)
+
+# Qualified names on brokers are "{namespace}%{name}" (ARCHITECTURE.md, tenancy on the wire).
+NAMESPACE_SEPARATOR = "%"
+# RocketMQ's topic/group charset minus "%" and "|", which the broker reserves for qualification.
+RESOURCE_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,100}$"
+
+DEFAULT_QUEUE_COUNT = 8
+MAX_QUEUE_COUNT = 256
+DEFAULT_RETENTION_HOURS = 72
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_DELIVERY_ATTEMPTS = 16
+
+ACCESS_KEY_ID_PREFIX = "AK"
+ACCESS_KEY_ID_LENGTH = 20
+ACCESS_KEY_SECRET_BYTES = 30
+# How long the old key keeps working after a rotation unless the request says otherwise.
+ACCESS_KEY_ROTATION_OVERLAP = timedelta(hours=24)
+SECRETS_HKDF_INFO = b"mqcloud.access-key-secrets.v1"
+
+# A broker that is down for a deploy usually comes back within a minute; past ~10 minutes the
+# periodic reconcile takes over, so the task gives up rather than piling up retries.
+PROVISION_MAX_RETRIES = 6
+PROVISION_RETRY_BACKOFF_S = 5
+PROVISION_RETRY_BACKOFF_MAX_S = 300
+
+# The limits a Plan defaults and a Quota overrides; same names on both models and on the wire.
+QUOTA_LIMIT_FIELDS = (
+    "produce_messages_per_s",
+    "produce_bytes_per_s",
+    "consume_messages_per_s",
+    "consume_bytes_per_s",
+    "storage_bytes",
+    "max_topics",
+    "max_groups",
+    "max_message_bytes",
+    "max_connections",
+)
