@@ -1,0 +1,249 @@
+"""The CommitLog: one append-only log of every message of every topic, in fixed-size segments.
+
+Layout: ``<store_dir>/commitlog/<20-digit start offset>``, each ``mapped_file_size_commit_log`` bytes,
+holding back-to-back records (``record.py``) and, when the next record does not fit, an
+end-of-segment marker; unused bytes are zero. The physical offset of a record is its segment's start
+offset plus its position in the segment.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from dataplane.store.errors import CorruptRecordError, OffsetMovedError, StoreError
+from dataplane.store.mapped_file_queue import MappedFileQueue
+from dataplane.store.message import MessageToStore, StoredMessage
+from dataplane.store.record import (
+    END_FILE_MIN_BLANK_LENGTH,
+    HEADER,
+    DispatchRequest,
+    check_record,
+    decode_record,
+    encode_batch,
+    host_to_bytes,
+    make_message_id_prefix,
+)
+
+__all__ = ("AppendBatch", "CommitLog")
+
+logger = logging.getLogger(__name__)
+
+_STORE_TS_OFFSET = 56  # STORETIMESTAMP in record.HEADER
+
+
+class AppendBatch:
+    """Where a batch landed: ``placements`` (physical offset, queue offset, size, tag hash) per message."""
+
+    __slots__ = ("end_offset", "placements", "store_timestamp")
+
+    def __init__(self, placements: list[tuple[int, int, int, int]], store_timestamp: int, end_offset: int):
+        self.placements = placements
+        self.store_timestamp = store_timestamp
+        self.end_offset = end_offset
+
+
+class CommitLog:
+    """Append, read and recover the CommitLog.
+
+    Guarantees: one writer appends at a time (callers hold the store's put lock); queue offsets are
+    consecutive per (topic, queue id); a batch's first TOTALSIZE is written last, so a process killed
+    mid-write leaves no record that recovery accepts.
+    """
+
+    def __init__(self, directory: Path, file_size: int, store_host: tuple[str, int], max_message_size: int):
+        self.queue = MappedFileQueue(directory, file_size)
+        self.file_size = file_size
+        self.store_host = store_host
+        self._store_host_raw = host_to_bytes(store_host)
+        self.msg_id_prefix = make_message_id_prefix(store_host)
+        self.max_message_size = max_message_size
+        # next queue offset per (topic, queue id): RocketMQ's topicQueueTable
+        self.queue_offsets: dict[tuple[str, int], int] = {}
+        self.check_crc_on_read = False
+
+    def load(self) -> None:
+        self.queue.load()
+
+    @property
+    def min_offset(self) -> int:
+        return self.queue.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        return self.queue.max_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self.queue.flushed_offset
+
+    def append(self, msgs: Sequence[MessageToStore], store_timestamp: int) -> AppendBatch:
+        """Append ``msgs`` in order, rolling to new segments as needed (caller holds the put lock)."""
+        offsets = dict(self.queue_offsets)
+        placements: list[tuple[int, int, int, int]] = []
+        index = 0
+        total = len(msgs)
+        queue = self.queue
+        while index < total:
+            mf = queue.last_writable()
+            base = mf.file_from_offset + mf.wrote_position
+            enc = encode_batch(
+                msgs,
+                index,
+                base,
+                self.file_size - mf.wrote_position,
+                store_timestamp,
+                self._store_host_raw,
+                offsets,
+                self.max_message_size,
+            )
+            data = enc.data
+            if data:
+                # TOTALSIZE of the first record last: until it lands, recovery sees a zero here
+                position = mf.wrote_position
+                view = memoryview(data)
+                mf.write(position + 4, view[4:])
+                mf.write(position, view[:4])
+                view.release()
+            mf.wrote_position = self.file_size if enc.segment_full else mf.wrote_position + len(data)
+            placements.extend(enc.placements)
+            index += enc.consumed
+        self.queue_offsets = offsets
+        return AppendBatch(placements, store_timestamp, self.max_offset)
+
+    def append_raw(self, physical_offset: int, data: bytes) -> None:
+        """Write already-encoded, already-validated records at the current end (replication)."""
+        if physical_offset != self.max_offset:
+            raise StoreError(f"append_raw: expected offset {self.max_offset}, found {physical_offset}")
+        view = memoryview(data)
+        while view:
+            mf = self.queue.last_writable(physical_offset)
+            room = self.file_size - mf.wrote_position
+            chunk = view[:room]
+            mf.write(mf.wrote_position, chunk)
+            mf.wrote_position += len(chunk)
+            view = view[len(chunk) :]
+        view.release()
+
+    def _missing(self, physical_offset: int) -> StoreError:
+        if physical_offset < self.min_offset:
+            return OffsetMovedError(
+                f"physical offset {physical_offset} was deleted; minimum is {self.min_offset}",
+                self.min_offset,
+            )
+        return StoreError(f"physical offset {physical_offset} is past the end {self.max_offset}")
+
+    def read_message(self, physical_offset: int) -> StoredMessage:
+        """The record at ``physical_offset``; OffsetMovedError if deleted, CorruptRecordError if bad."""
+        mf = self.queue.find(physical_offset)
+        if mf is None:
+            raise self._missing(physical_offset)
+        try:
+            msg = decode_record(
+                mf.mm,
+                physical_offset - mf.file_from_offset,
+                mf.wrote_position,
+                self.msg_id_prefix,
+                self.check_crc_on_read,
+            )
+        except ValueError as exc:  # mmap closed by retention after find()
+            if isinstance(exc, CorruptRecordError):
+                raise
+            raise OffsetMovedError(f"physical offset {physical_offset} was deleted", self.min_offset) from exc
+        if msg.physical_offset != physical_offset:
+            raise CorruptRecordError(
+                f"record at {physical_offset}: expected PHYSICALOFFSET {physical_offset}, "
+                f"found {msg.physical_offset}"
+            )
+        return msg
+
+    def store_timestamp_at(self, physical_offset: int) -> int | None:
+        mf = self.queue.find(physical_offset)
+        if mf is None:
+            return None
+        rel = physical_offset - mf.file_from_offset
+        if rel + HEADER.size > mf.wrote_position:
+            return None
+        try:
+            return int.from_bytes(
+                mf.mm[rel + _STORE_TS_OFFSET : rel + _STORE_TS_OFFSET + 8], "big", signed=True
+            )
+        except ValueError:
+            return None
+
+    def read_raw(self, physical_offset: int, max_bytes: int) -> bytes:
+        """Whole records from ``physical_offset``, within one segment, at most ``max_bytes`` (or one)."""
+        mf = self.queue.find(physical_offset)
+        if mf is None:
+            if physical_offset >= self.max_offset:
+                return b""
+            raise self._missing(physical_offset)
+        rel = physical_offset - mf.file_from_offset
+        end = rel
+        limit = mf.wrote_position
+        while end < limit:
+            try:
+                res = check_record(mf.mm, end, limit)
+            except CorruptRecordError:
+                break
+            size = res if isinstance(res, int) else res.size
+            if end + size - rel > max_bytes and end > rel:
+                break
+            end += size
+        return mf.read(rel, end - rel)
+
+    def recover(self, start: int, dispatch: Callable[[DispatchRequest], object]) -> int:
+        """Scan from ``start`` (a record boundary), validating magic, lengths and CRC, dispatching each
+        valid record; truncate everything after the last valid one. Returns the new end offset."""
+        queue = self.queue
+        if not queue.files:
+            return start
+        start = max(start, queue.min_offset)
+        end = start
+        mf = queue.find(start)
+        while mf is not None:
+            pos = end - mf.file_from_offset
+            limit = self.file_size
+            reached_marker = False
+            while pos < limit:
+                try:
+                    res = check_record(mf.mm, pos, limit)
+                except CorruptRecordError as exc:
+                    if mf.mm[pos : pos + 4] != b"\0\0\0\0":
+                        logger.warning(
+                            "recovery: torn or corrupt tail at %d: %s", mf.file_from_offset + pos, exc
+                        )
+                    break
+                if isinstance(res, int):
+                    reached_marker = True
+                    pos = limit
+                    break
+                if res.physical_offset != mf.file_from_offset + pos:
+                    logger.warning(
+                        "recovery: record at %d says PHYSICALOFFSET %d; truncating",
+                        mf.file_from_offset + pos,
+                        res.physical_offset,
+                    )
+                    break
+                dispatch(res)
+                pos += res.size
+            end = mf.file_from_offset + pos
+            if not reached_marker and pos < limit:
+                break
+            if pos + END_FILE_MIN_BLANK_LENGTH > limit and not reached_marker:
+                break
+            mf = queue.find(end)
+        queue.truncate(end)
+        queue.set_positions(end)
+        return end
+
+    def truncate(self, offset: int) -> None:
+        self.queue.truncate(offset)
+        self.queue.set_positions(offset)
+
+    def flush(self) -> int:
+        return self.queue.flush()
+
+    def close(self) -> None:
+        self.queue.close()

@@ -1,0 +1,56 @@
+"""Configuration of one message store (names follow RocketMQ's ``MessageStoreConfig``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from pathlib import Path
+
+__all__ = ("FlushDiskType", "MessageStoreConfig")
+
+
+class FlushDiskType(enum.StrEnum):
+    """When a put is acknowledged: after fsync (SYNC_FLUSH) or once in the page cache (ASYNC_FLUSH)."""
+
+    SYNC_FLUSH = "SYNC_FLUSH"
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+
+
+@dataclasses.dataclass(slots=True)
+class MessageStoreConfig:
+    """Everything a :class:`MessageStore` needs; every size is configurable down to KiBs for tests."""
+
+    store_dir: Path
+    mapped_file_size_commit_log: int = 1 << 30
+    consume_queue_entries_per_file: int = 300_000
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    flush_interval_ms: int = 500
+    sync_flush_timeout_ms: int = 5000
+    file_reserved_time_hours: float = 72
+    disk_max_used_ratio: float = 0.75
+    store_host: tuple[str, int] = ("127.0.0.1", 10911)
+    # ASYNC_FLUSH also flushes as soon as this many 4 KiB pages are dirty (RocketMQ flushLeastPages).
+    flush_least_pages: int = 1024
+    # ConsumeQueue and IndexFile pages are flushed, and a checkpoint written, this often.
+    flush_consume_queue_interval_ms: int = 1000
+    max_message_size: int = 4 << 20
+    max_properties_size: int = 32767
+    index_hash_slot_num: int = 5_000_000
+    index_max_num: int = 20_000_000
+    # Retention runs this often; deletes at most this many segments per run (bounded I/O bursts).
+    clean_interval_ms: int = 10_000
+    delete_files_batch_max: int = 10
+    # Consumer offsets are persisted this often (and at shutdown).
+    flush_consumer_offset_interval_ms: int = 5000
+    # Check the CRC of every record read (RocketMQ checkCRCOnRecover applies to recovery only).
+    check_crc_on_read: bool = False
+
+    def __post_init__(self) -> None:
+        self.store_dir = Path(self.store_dir)
+        self.flush_disk_type = FlushDiskType(self.flush_disk_type)
+        if self.mapped_file_size_commit_log < 4096:
+            raise ValueError("mapped_file_size_commit_log must be at least 4096 bytes")
+        if self.consume_queue_entries_per_file < 1:
+            raise ValueError("consume_queue_entries_per_file must be positive")
+        if self.max_message_size > self.mapped_file_size_commit_log - 8:
+            self.max_message_size = self.mapped_file_size_commit_log - 8

@@ -1,0 +1,162 @@
+"""IndexFile: a hash index from message key to CommitLog offset, for lookups in a time range.
+
+Byte layout (big-endian)::
+
+    header, 40 bytes
+      0  8  BEGIN TIMESTAMP     int64 ms, store time of the first entry
+      8  8  END TIMESTAMP       int64 ms, store time of the last entry
+      16 8  BEGIN PHY OFFSET    int64, commitlog offset of the first entry
+      24 8  END PHY OFFSET      int64, commitlog offset of the last entry
+      32 4  HASH SLOT COUNT     int32, slots in use
+      36 4  INDEX COUNT         int32, next entry number (entries are numbered from 1)
+    hash slots, slot_num x 4 bytes
+      0  4  HEAD                int32, number of the newest entry in this slot's chain (0 = empty)
+    entries, max_num x 20 bytes (entry n at 40 + slot_num*4 + n*20)
+      0  4  KEY HASH            int32, crc32(key) & 0x7FFFFFFF
+      4  8  PHY OFFSET          int64
+      12 4  TIME DIFF           int32, seconds since BEGIN TIMESTAMP
+      16 4  PREV                int32, previous entry of the chain (0 = end); always < this entry
+
+Files live in ``<store_dir>/index/``, named by the 20-digit BEGIN PHY OFFSET. No CRC: keys are
+re-checked against the CommitLog on every read, so a collision or a stale entry is never returned.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+from typing import Final
+
+from dataplane.store.mapped_file import MappedFile
+
+__all__ = ("INDEX_ENTRY", "INDEX_HEADER", "IndexFile", "key_hash")
+
+INDEX_HEADER: Final = struct.Struct(
+    ">"
+    "q"  # BEGIN TIMESTAMP
+    "q"  # END TIMESTAMP
+    "q"  # BEGIN PHY OFFSET
+    "q"  # END PHY OFFSET
+    "i"  # HASH SLOT COUNT
+    "i"  # INDEX COUNT
+)
+INDEX_ENTRY: Final = struct.Struct(
+    ">"
+    "i"  # KEY HASH
+    "q"  # PHY OFFSET
+    "i"  # TIME DIFF
+    "i"  # PREV
+)
+_SLOT: Final = struct.Struct(">i")
+
+
+def key_hash(key: str) -> int:
+    return zlib.crc32(key.encode()) & 0x7FFFFFFF
+
+
+class IndexFile:
+    """One index file; appends under the store's put lock, lock-free reads.
+
+    Guarantees: a chain only points backwards (PREV < entry number), so traversal always ends even
+    over stale bytes left by a crash; :meth:`select` returns candidate offsets to be verified.
+    """
+
+    def __init__(self, path: Path, slot_num: int, max_num: int):
+        self.slot_num = slot_num
+        self.max_num = max_num
+        self._entries_at = INDEX_HEADER.size + slot_num * _SLOT.size
+        size = self._entries_at + (max_num + 1) * INDEX_ENTRY.size
+        self.file = MappedFile(path, size, preallocate=False, writable_map=True)
+        mm = self.file.mm
+        self.begin_timestamp: int
+        self.end_timestamp: int
+        self.begin_phy_offset: int
+        self.end_phy_offset: int
+        self.hash_slot_count: int
+        self.index_count: int
+        (
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        ) = INDEX_HEADER.unpack_from(mm, 0)
+        if self.index_count <= 0:
+            self.index_count = 1
+            self.begin_phy_offset = self.end_phy_offset = int(path.name)
+        elif self.index_count > max_num + 1:
+            self.index_count = max_num + 1
+
+    @property
+    def is_full(self) -> bool:
+        return self.index_count > self.max_num
+
+    def put_key(self, key: str, physical_offset: int, store_timestamp: int) -> bool:
+        """Add ``key -> physical_offset``; False when the file is full."""
+        if self.index_count > self.max_num:
+            return False
+        mm = self.file.mm
+        h = key_hash(key)
+        slot_pos = INDEX_HEADER.size + (h % self.slot_num) * _SLOT.size
+        (head,) = _SLOT.unpack_from(mm, slot_pos)
+        number = self.index_count
+        if head <= 0 or head >= number:
+            head = 0
+            self.hash_slot_count += 1
+        if self.index_count == 1:
+            self.begin_timestamp = store_timestamp
+        diff = max(0, (store_timestamp - self.begin_timestamp) // 1000)
+        INDEX_ENTRY.pack_into(
+            mm, self._entries_at + number * INDEX_ENTRY.size, h, physical_offset, diff, head
+        )
+        _SLOT.pack_into(mm, slot_pos, number)
+        self.index_count = number + 1
+        self.end_timestamp = store_timestamp
+        self.end_phy_offset = physical_offset
+        INDEX_HEADER.pack_into(
+            mm,
+            0,
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        )
+        return True
+
+    def select(self, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
+        """Candidate physical offsets for ``key`` stored within [begin_ms, end_ms], newest first."""
+        result: list[int] = []
+        if self.index_count <= 1 or end_ms < self.begin_timestamp or begin_ms > self.end_timestamp:
+            return result
+        mm = self.file.mm
+        h = key_hash(key)
+        try:
+            (number,) = _SLOT.unpack_from(mm, INDEX_HEADER.size + (h % self.slot_num) * _SLOT.size)
+            limit = self.index_count
+            while 0 < number < limit and len(result) < max_num:
+                ehash, phy, diff, prev = INDEX_ENTRY.unpack_from(
+                    mm, self._entries_at + number * INDEX_ENTRY.size
+                )
+                ts = self.begin_timestamp + diff * 1000
+                # TIME DIFF is in whole seconds: widen the window by one second on each side
+                if ehash == h and begin_ms - 1000 <= ts <= end_ms + 1000:
+                    result.append(phy)
+                if ts < begin_ms - 1000 or prev >= number:
+                    break
+                number = prev
+        except ValueError:  # closed by retention meanwhile
+            return result
+        return result
+
+    def flush(self) -> None:
+        self.file.msync()
+
+    def close(self) -> None:
+        self.file.close()
+
+    def destroy(self) -> None:
+        self.file.destroy()

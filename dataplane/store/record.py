@@ -1,0 +1,428 @@
+"""CommitLog record format: encoding a batch, decoding and validating one record.
+
+Byte layout of one record (big-endian, see ``docs/store-format.md``)::
+
+    offset size field
+    0      4    TOTALSIZE            int32, whole record including this field
+    4      4    MAGICCODE            uint32, MESSAGE_MAGIC (0xDAA320A7) or BLANK_MAGIC (0xCBD43194)
+    8      4    BODYCRC              uint32, zlib.crc32 of BODY
+    12     4    QUEUEID              int32
+    16     4    FLAG                 int32
+    20     8    QUEUEOFFSET          int64, entry number in the ConsumeQueue
+    28     8    PHYSICALOFFSET       int64, offset of this record in the CommitLog
+    36     4    SYSFLAG              int32
+    40     8    BORNTIMESTAMP        int64, ms
+    48     8    BORNHOST             4 bytes IPv4 + int32 port
+    56     8    STORETIMESTAMP       int64, ms
+    64     8    STOREHOST            4 bytes IPv4 + int32 port
+    72     4    RECONSUMETIMES       int32
+    76     8    PREPAREDTXOFFSET     int64
+    84     4    BODYLENGTH           int32
+    88     n    BODY
+    ..     2    TOPICLENGTH          uint16
+    ..     t    TOPIC                UTF-8
+    ..     2    PROPERTIESLENGTH     uint16
+    ..     p    PROPERTIES           UTF-8 "k\\x01v\\x02k\\x01v\\x02..."
+
+The CRC covers BODY only (as RocketMQ). A torn tail after a process kill cannot pass recovery because
+the writer stores TOTALSIZE of a batch's first record last (``CommitLog``), and every decoder checks the
+lengths add up to TOTALSIZE and the topic and properties decode. An end-of-segment marker is
+TOTALSIZE (the rest of the segment) + BLANK_MAGIC; the bytes after it stay zero.
+"""
+
+from __future__ import annotations
+
+import mmap
+import socket
+import struct
+import zlib
+from collections.abc import Sequence
+from typing import Final, NamedTuple
+
+from dataplane.store.errors import CorruptRecordError, StoreError
+from dataplane.store.message import (
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_KEY,
+    MessageToStore,
+    StoredMessage,
+)
+
+__all__ = (
+    "BLANK_MAGIC",
+    "END_FILE_MIN_BLANK_LENGTH",
+    "HEADER",
+    "HEADER_SIZE",
+    "MESSAGE_MAGIC",
+    "MIN_RECORD_SIZE",
+    "BatchEncoding",
+    "Buffer",
+    "DispatchRequest",
+    "check_record",
+    "decode_message_id",
+    "decode_properties",
+    "decode_record",
+    "encode_batch",
+    "encode_properties",
+    "host_to_bytes",
+    "make_message_id_prefix",
+    "tag_hash",
+)
+
+MESSAGE_MAGIC: Final = 0xDAA320A7
+BLANK_MAGIC: Final = 0xCBD43194
+
+HEADER: Final = struct.Struct(
+    ">"
+    "i"  # TOTALSIZE
+    "I"  # MAGICCODE
+    "I"  # BODYCRC
+    "i"  # QUEUEID
+    "i"  # FLAG
+    "q"  # QUEUEOFFSET
+    "q"  # PHYSICALOFFSET
+    "i"  # SYSFLAG
+    "q"  # BORNTIMESTAMP
+    "4s"  # BORNHOST ip
+    "i"  # BORNHOST port
+    "q"  # STORETIMESTAMP
+    "4s"  # STOREHOST ip
+    "i"  # STOREHOST port
+    "i"  # RECONSUMETIMES
+    "q"  # PREPAREDTXOFFSET
+    "i"  # BODYLENGTH
+)
+HEADER_SIZE: Final = HEADER.size
+_PREFIX: Final = struct.Struct(">iI")  # TOTALSIZE + MAGICCODE, also the whole end-of-segment marker
+_U16: Final = struct.Struct(">H")
+END_FILE_MIN_BLANK_LENGTH: Final = _PREFIX.size
+# body, topic and properties may be empty; the topic may not (checked when decoding).
+MIN_RECORD_SIZE: Final = HEADER_SIZE + 2 + 1 + 2
+
+Buffer = bytes | bytearray | memoryview | mmap.mmap
+
+_NAME_VALUE_SEP: Final = "\x01"
+_PROPERTY_SEP: Final = "\x02"
+
+_host_bytes_cache: dict[tuple[str, int], tuple[bytes, int]] = {}
+_host_str_cache: dict[bytes, str] = {}
+_topic_cache: dict[str, bytes] = {}
+_topic_decode_cache: dict[bytes, str] = {}
+
+
+def host_to_bytes(host: tuple[str, int]) -> tuple[bytes, int]:
+    """IPv4 ``(ip, port)`` to ``(4 raw bytes, port)``; raises StoreError for anything else."""
+    cached = _host_bytes_cache.get(host)
+    if cached is None:
+        try:
+            cached = (socket.inet_aton(host[0]), int(host[1]))
+        except (OSError, TypeError, IndexError) as exc:
+            raise StoreError(f"host must be an IPv4 (ip, port) pair, found {host!r}") from exc
+        if len(_host_bytes_cache) < 65536:
+            _host_bytes_cache[host] = cached
+    return cached
+
+
+def _host_str(raw: bytes) -> str:
+    text = _host_str_cache.get(raw)
+    if text is None:
+        text = socket.inet_ntoa(raw)
+        if len(_host_str_cache) < 65536:
+            _host_str_cache[raw] = text
+    return text
+
+
+def _topic_tail(topic: str) -> bytes:
+    encoded = _topic_cache.get(topic)
+    if encoded is None:
+        raw = topic.encode()
+        if not raw or len(raw) > 65535:
+            raise StoreError(f"topic must be 1..65535 UTF-8 bytes, found {len(raw)}")
+        encoded = _U16.pack(len(raw)) + raw
+        if len(_topic_cache) < 100_000:
+            _topic_cache[topic] = encoded
+    return encoded
+
+
+def _decode_topic(raw: bytes) -> str:
+    topic = _topic_decode_cache.get(raw)
+    if topic is None:
+        try:
+            topic = raw.decode()
+        except UnicodeDecodeError as exc:
+            raise CorruptRecordError(f"topic: expected UTF-8, found {raw[:40]!r}") from exc
+        if len(_topic_decode_cache) < 100_000:
+            _topic_decode_cache[raw] = topic
+    return topic
+
+
+def tag_hash(tag: str | None) -> int:
+    """Stable 32-bit hash of a tag for the ConsumeQueue (0 when there is no tag)."""
+    return zlib.crc32(tag.encode()) if tag else 0
+
+
+def encode_properties(properties: dict[str, str]) -> bytes:
+    """``k\\x01v\\x02`` pairs; names and values may not contain the two separator characters."""
+    if not properties:
+        return b""
+    parts = []
+    for name, value in properties.items():
+        if not name or "\x01" in name or "\x02" in name or "\x01" in value or "\x02" in value:
+            raise StoreError(f"property {name!r} contains a separator character or is empty")
+        parts.append(f"{name}\x01{value}\x02")
+    return "".join(parts).encode()
+
+
+def decode_properties(raw: bytes) -> dict[str, str]:
+    """Inverse of :func:`encode_properties`; raises CorruptRecordError on malformed input."""
+    if not raw:
+        return {}
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError as exc:
+        raise CorruptRecordError(f"properties: expected UTF-8, found {raw[:40]!r}") from exc
+    if text[-1] != _PROPERTY_SEP:
+        raise CorruptRecordError(f"properties: expected to end with \\x02, found {text[-10:]!r}")
+    result = {}
+    for pair in text[:-1].split(_PROPERTY_SEP):
+        name, sep, value = pair.partition(_NAME_VALUE_SEP)
+        if not sep or not name:
+            raise CorruptRecordError(f"properties: expected name\\x01value, found {pair[:40]!r}")
+        result[name] = value
+    return result
+
+
+def make_message_id_prefix(store_host: tuple[str, int]) -> str:
+    ip, port = host_to_bytes(store_host)
+    return (ip + port.to_bytes(4, "big")).hex().upper()
+
+
+def decode_message_id(msg_id: str) -> tuple[tuple[str, int], int]:
+    """Offset message id (32 hex digits: ip 4, port 4, physical offset 8) to (store host, offset)."""
+    if len(msg_id) != 32:
+        raise StoreError(f"message id: expected 32 hex digits, found {len(msg_id)} characters")
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError as exc:
+        raise StoreError(f"message id: expected hex digits, found {msg_id!r}") from exc
+    return (socket.inet_ntoa(raw[:4]), int.from_bytes(raw[4:8], "big")), int.from_bytes(raw[8:], "big")
+
+
+class BatchEncoding(NamedTuple):
+    """Records encoded for one contiguous write; ``count`` messages consumed from the batch."""
+
+    data: bytes
+    consumed: int
+    # per message: physical offset, queue offset, size, tag hash
+    placements: list[tuple[int, int, int, int]]
+    segment_full: bool
+
+
+def encode_batch(
+    msgs: Sequence[MessageToStore],
+    start: int,
+    physical_offset: int,
+    space: int,
+    store_timestamp: int,
+    store_host: tuple[bytes, int],
+    queue_offsets: dict[tuple[str, int], int],
+    max_message_size: int,
+) -> BatchEncoding:
+    """Encode ``msgs[start:]`` from ``physical_offset`` into at most ``space`` bytes.
+
+    Stops before the first record that does not fit with room for an end-of-segment marker and then
+    appends that marker (``segment_full``). ``queue_offsets`` is advanced for the messages encoded;
+    the caller passes a copy it commits after the write succeeded.
+    """
+    pieces: list[bytes] = []
+    append = pieces.append
+    placements: list[tuple[int, int, int, int]] = []
+    place = placements.append
+    pack = HEADER.pack
+    crc32 = zlib.crc32
+    u16 = _U16.pack
+    store_ip, store_port = store_host
+    pos = physical_offset
+    limit = physical_offset + space - END_FILE_MIN_BLANK_LENGTH
+    index = start
+    total = len(msgs)
+    while index < total:
+        msg = msgs[index]
+        topic = msg.topic
+        tail = _topic_tail(topic)
+        props = msg.properties
+        if props:
+            praw = encode_properties(props)
+            tag = props.get(PROPERTY_TAGS)
+            thash = crc32(tag.encode()) if tag else 0
+        else:
+            praw = b""
+            thash = 0
+        body = msg.body
+        blen = len(body)
+        size = HEADER_SIZE + blen + len(tail) + 2 + len(praw)
+        if size > max_message_size or len(praw) > 65535:
+            raise StoreError(f"message {index}: size {size} exceeds the limit {max_message_size}")
+        if pos + size > limit:
+            # config caps max_message_size so that every record fits in an empty segment
+            append(_PREFIX.pack(physical_offset + space - pos, BLANK_MAGIC))
+            return BatchEncoding(b"".join(pieces), index - start, placements, True)
+        qid = msg.queue_id
+        key = (topic, qid)
+        qoff = queue_offsets.get(key, 0)
+        queue_offsets[key] = qoff + 1
+        born_ip, born_port = host_to_bytes(msg.born_host)
+        append(
+            pack(
+                size,
+                MESSAGE_MAGIC,
+                crc32(body),
+                qid,
+                msg.flag,
+                qoff,
+                pos,
+                msg.sys_flag,
+                msg.born_timestamp,
+                born_ip,
+                born_port,
+                store_timestamp,
+                store_ip,
+                store_port,
+                msg.reconsume_times,
+                msg.prepared_transaction_offset,
+                blen,
+            )
+        )
+        append(body)
+        append(tail)
+        append(u16(len(praw)))
+        if praw:
+            append(praw)
+        place((pos, qoff, size, thash))
+        pos += size
+        index += 1
+    return BatchEncoding(b"".join(pieces), index - start, placements, False)
+
+
+def _lengths(buf: Buffer, pos: int, total: int, body_len: int) -> tuple[int, int, int]:
+    """Validate the variable part; returns (topic_start, topic_len, props_len)."""
+    body_end = pos + HEADER_SIZE + body_len
+    end = pos + total
+    if body_len < 0 or body_end + 2 > end:
+        raise CorruptRecordError(
+            f"record at {pos}: body length {body_len} runs past the record end (total size {total})"
+        )
+    (topic_len,) = _U16.unpack_from(buf, body_end)
+    topic_start = body_end + 2
+    if topic_len == 0 or topic_start + topic_len + 2 > end:
+        raise CorruptRecordError(f"record at {pos}: topic length {topic_len} invalid for total size {total}")
+    (props_len,) = _U16.unpack_from(buf, topic_start + topic_len)
+    if topic_start + topic_len + 2 + props_len != end:
+        raise CorruptRecordError(
+            f"record at {pos}: expected lengths to add up to total size {total}, found "
+            f"{topic_start + topic_len + 2 + props_len - pos}"
+        )
+    return topic_start, topic_len, props_len
+
+
+def _check_prefix(buf: Buffer, pos: int, limit: int) -> tuple[int, int]:
+    if pos < 0 or pos + END_FILE_MIN_BLANK_LENGTH > limit:
+        raise CorruptRecordError(f"record at {pos}: expected 8 bytes of prefix, only {limit - pos} remain")
+    total, magic = _PREFIX.unpack_from(buf, pos)
+    if magic == BLANK_MAGIC:
+        if total < END_FILE_MIN_BLANK_LENGTH or pos + total > limit:
+            raise CorruptRecordError(f"end-of-segment marker at {pos}: size {total} runs past {limit}")
+        return total, magic
+    if magic != MESSAGE_MAGIC:
+        raise CorruptRecordError(
+            f"record at {pos}: expected magic 0x{MESSAGE_MAGIC:08X}, found 0x{magic:08X}"
+        )
+    if total < MIN_RECORD_SIZE or pos + total > limit:
+        raise CorruptRecordError(
+            f"record at {pos}: total size {total} outside [{MIN_RECORD_SIZE}, {limit - pos}] (bytes left)"
+        )
+    return total, magic
+
+
+def decode_record(
+    buf: Buffer, pos: int, limit: int, msg_id_prefix: str, check_crc: bool = True
+) -> StoredMessage:
+    """Decode the record at ``buf[pos:]`` (not beyond ``limit``) or raise CorruptRecordError."""
+    total, magic = _check_prefix(buf, pos, limit)
+    if magic == BLANK_MAGIC:
+        raise CorruptRecordError(f"record at {pos}: expected a message, found an end-of-segment marker")
+    h = HEADER.unpack_from(buf, pos)
+    topic_start, topic_len, props_len = _lengths(buf, pos, total, h[16])
+    body = bytes(buf[pos + HEADER_SIZE : pos + HEADER_SIZE + h[16]])
+    if check_crc and zlib.crc32(body) != h[2]:
+        raise CorruptRecordError(
+            f"record at {pos}: expected body CRC 0x{h[2]:08X}, found 0x{zlib.crc32(body):08X}"
+        )
+    topic = _decode_topic(bytes(buf[topic_start : topic_start + topic_len]))
+    props_start = topic_start + topic_len + 2
+    props = decode_properties(bytes(buf[props_start : props_start + props_len]))
+    return StoredMessage(
+        topic,
+        h[3],
+        h[5],
+        h[6],
+        body,
+        props,
+        h[11],
+        h[8],
+        (_host_str(h[9]), h[10]),
+        (_host_str(h[12]), h[13]),
+        h[14],
+        h[7],
+        h[4],
+        h[15],
+        f"{msg_id_prefix}{h[6]:016X}",
+        total,
+        h[2],
+    )
+
+
+class DispatchRequest(NamedTuple):
+    """What the dispatcher needs from one valid record (RocketMQ ``DispatchRequest``)."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    physical_offset: int
+    size: int
+    tag_hash: int
+    store_timestamp: int
+    keys: str | None
+    uniq_key: str | None
+
+
+def check_record(buf: Buffer, pos: int, limit: int) -> DispatchRequest | int:
+    """Validate the record at ``pos`` with its CRC for recovery and replication.
+
+    Returns a DispatchRequest, or the size of an end-of-segment marker (an int); raises
+    CorruptRecordError for anything else (including zeroes: TOTALSIZE 0 means never written).
+    """
+    total, magic = _check_prefix(buf, pos, limit)
+    if magic == BLANK_MAGIC:
+        return total
+    h = HEADER.unpack_from(buf, pos)
+    topic_start, topic_len, props_len = _lengths(buf, pos, total, h[16])
+    body_start = pos + HEADER_SIZE
+    crc = zlib.crc32(buf[body_start : body_start + h[16]])
+    if crc != h[2]:
+        raise CorruptRecordError(f"record at {pos}: expected body CRC 0x{h[2]:08X}, found 0x{crc:08X}")
+    topic = _decode_topic(bytes(buf[topic_start : topic_start + topic_len]))
+    props_start = topic_start + topic_len + 2
+    props = decode_properties(bytes(buf[props_start : props_start + props_len])) if props_len else {}
+    tag = props.get(PROPERTY_TAGS)
+    return DispatchRequest(
+        topic,
+        h[3],
+        h[5],
+        h[6],
+        total,
+        zlib.crc32(tag.encode()) if tag else 0,
+        h[11],
+        props.get(PROPERTY_KEYS),
+        props.get(PROPERTY_UNIQ_KEY),
+    )
