@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
 __all__ = ("app",)
@@ -10,6 +13,64 @@ app = typer.Typer(no_args_is_help=True)
 
 
 @app.command("start")
-def start() -> None:
-    """Start a broker node (arrives with the broker node)."""
-    raise typer.Exit(2)
+def start(
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Data directory [MQ_BROKER_DATA_DIR]")] = None,
+    listen: Annotated[str | None, typer.Option("--listen", help="gRPC HOST:PORT [MQ_BROKER_LISTEN]")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="TOML or JSON settings file")] = None,
+    flush: Annotated[str | None, typer.Option("--flush", help="sync | async [MQ_BROKER_FLUSH]")] = None,
+    metrics_listen: Annotated[
+        str | None, typer.Option("--metrics-listen", help="Prometheus HOST:PORT, 0 disables [MQ_BROKER_METRICS_LISTEN]")
+    ] = None,
+    store_engine: Annotated[
+        str | None, typer.Option("--store-engine", help="commitlog | simple [MQ_BROKER_STORE_ENGINE]")
+    ] = None,
+    log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
+) -> None:
+    """Start a broker node; SIGTERM/SIGINT stop it gracefully (exit 0)."""
+    import asyncio
+    import logging
+
+    from pydantic import ValidationError
+
+    from cli.output import abort, info
+    from dataplane.config import load_settings
+    from dataplane.server import BrokerServer, configure_logging
+
+    if metrics_listen is not None and metrics_listen.isdigit() and metrics_listen != "0":
+        metrics_listen = f"127.0.0.1:{metrics_listen}"
+    try:
+        settings = load_settings(
+            config,
+            data_dir=data_dir,
+            listen=listen,
+            flush=flush,
+            metrics_listen=metrics_listen,
+            store_engine=store_engine,
+        )
+    except (ValidationError, OSError, ValueError) as exc:
+        abort(f"invalid broker settings: {exc}", code=2)
+    configure_logging(log_level)
+
+    async def main() -> None:
+        import signal
+
+        from dataplane.server import _start_metrics
+
+        server = BrokerServer(settings)
+        await server.start()
+        _start_metrics(settings.metrics_listen)
+        host = settings.listen.rpartition(":")[0]
+        info(f"broker listening on {host}:{server.port}")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        logging.getLogger("dataplane").info("broker stopping")
+        await server.stop()
+        info("broker stopped")
+
+    try:
+        asyncio.run(main())
+    except OSError as exc:
+        abort(f"broker failed to start: {exc}")

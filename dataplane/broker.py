@@ -1,0 +1,148 @@
+"""The broker node: one store, the persisted metadata, POP state, clients, and long-poll wakeups."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from typing import Any
+
+from dataplane.clients import ClientRegistry
+from dataplane.config import BrokerSettings
+from dataplane.errors import GroupNotFound, TopicNotFound
+from dataplane.metadata import GroupConfig, MetadataStore, TopicConfig
+from dataplane.pop import PopState
+from dataplane.receipt import ReceiptCodec, load_or_create_secret
+
+__all__ = ("Broker", "authorize")
+
+logger = logging.getLogger(__name__)
+
+
+def authorize(context: Any, action: str, resource: str) -> None:
+    """Authentication/ACL seam: raise ``dataplane.errors.Forbidden`` to refuse. Allows everything now."""
+    return
+
+
+def _open_store(settings: BrokerSettings) -> Any:
+    store_dir = settings.data_dir / "store"
+    if settings.store_engine == "simple":
+        from dataplane.simple_store import SimpleMessageStore
+        from dataplane.store.config import FlushDiskType, MessageStoreConfig
+
+        return SimpleMessageStore(
+            MessageStoreConfig(
+                store_dir=store_dir,
+                flush_disk_type=FlushDiskType.SYNC_FLUSH if settings.flush == "sync" else FlushDiskType.ASYNC_FLUSH,
+            )
+        )
+    from dataplane.store import FlushDiskType as StoreFlush
+    from dataplane.store import MessageStore, MessageStoreConfig  # type: ignore[attr-defined]
+
+    return MessageStore(
+        MessageStoreConfig(
+            store_dir=store_dir,
+            mapped_file_size_commit_log=settings.commit_log_segment_bytes,
+            flush_disk_type=StoreFlush.SYNC_FLUSH if settings.flush == "sync" else StoreFlush.ASYNC_FLUSH,
+            max_message_size=max(settings.max_body_bytes + (64 << 10), 1 << 20),
+        )
+    )
+
+
+class Broker:
+    """Owns the long-lived state; RPC handlers in ``dataplane.services`` call into it."""
+
+    def __init__(self, settings: BrokerSettings) -> None:
+        self.settings = settings
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self.metadata = MetadataStore(settings.data_dir)
+        self.receipts = ReceiptCodec(load_or_create_secret(settings.data_dir))
+        self.clients = ClientRegistry()
+        self.store: Any = _open_store(settings)
+        self.pop: PopState | None = None
+        self.closing = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiters: dict[str, set[asyncio.Future[None]]] = defaultdict(set)
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.store.start()
+        self.store.add_dispatch_listener(self._on_dispatch)
+        self.pop = PopState(
+            self.settings.data_dir,
+            initial_offset=self._initial_offset,
+            on_commit=self.store.consumer_offsets.commit,
+            sync=self.settings.flush == "sync",
+            compact_after=self.settings.pop_journal_compact_records,
+        )
+
+    def _initial_offset(self, group: str, topic: str, queue_id: int) -> int:
+        committed = int(self.store.consumer_offsets.query(group, topic, queue_id))
+        if committed >= 0:
+            return committed
+        # A new group starts from the first message still stored (documented in docs/broker.md).
+        return int(self.store.get_min_offset_in_queue(topic, queue_id))
+
+    def begin_shutdown(self) -> None:
+        """Stop long polls and Telemetry streams so the gRPC grace period is not spent waiting."""
+        self.closing = True
+        for topic in list(self._waiters):
+            self.wake(topic)
+        self.clients.close_streams()
+
+    def close(self) -> None:
+        if self.pop is not None:
+            self.pop.close()
+        try:
+            self.store.consumer_offsets.persist()
+        finally:
+            self.store.shutdown()
+
+    # Long polling
+
+    def _on_dispatch(self, topic: str, queue_id: int, new_max_offset: int) -> None:
+        # May run on a store thread.
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(self.wake, topic)
+        except RuntimeError:
+            pass  # loop closed between the check and the call (shutdown)
+
+    def wake(self, topic: str) -> None:
+        for fut in self._waiters.pop(topic, set()):
+            if not fut.done():
+                fut.set_result(None)
+
+    def waiter(self, topic: str) -> asyncio.Future[None]:
+        assert self._loop is not None
+        fut: asyncio.Future[None] = self._loop.create_future()
+        self._waiters[topic].add(fut)
+        return fut
+
+    def drop_waiter(self, topic: str, fut: asyncio.Future[None]) -> None:
+        waiters = self._waiters.get(topic)
+        if waiters is not None:
+            waiters.discard(fut)
+            if not waiters:
+                self._waiters.pop(topic, None)
+
+    # Configuration lookups
+
+    def topic(self, qualified: str) -> TopicConfig:
+        topic = self.metadata.get_topic(qualified)
+        if topic is None:
+            raise TopicNotFound(f"topic {qualified!r} not found")
+        return topic
+
+    def group(self, qualified: str) -> GroupConfig:
+        group = self.metadata.get_group(qualified)
+        if group is None:
+            if not self.settings.auto_create_groups:
+                raise GroupNotFound(f"consumer group {qualified!r} not found")
+            group = self.metadata.create_group(GroupConfig(name=qualified))
+        return group
+
+    def max_attempts(self, group: GroupConfig) -> int:
+        return group.max_delivery_attempts or self.settings.max_delivery_attempts

@@ -1,0 +1,85 @@
+"""Registry of connected clients, fed by request headers, Telemetry settings and heartbeats.
+
+Each client with an open Telemetry stream keeps an outbound queue here, so the broker can push
+commands (orphaned-transaction checks, reconnects) to it later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Iterable
+
+from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
+from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
+
+__all__ = ("ClientRegistry", "ClientSession", "header")
+
+CLIENT_ID_HEADER = "x-mq-client-id"
+LANGUAGE_HEADER = "x-mq-language"
+VERSION_HEADER = "x-mq-client-version"
+# A client that sent nothing for this long is forgotten (clients heartbeat every 10 s).
+_EXPIRE_MS = 120_000
+
+
+def header(metadata: Iterable[tuple[str, str | bytes]] | None, name: str) -> str:
+    for key, value in metadata or ():
+        if key == name:
+            return value.decode(errors="replace") if isinstance(value, bytes) else value
+    return ""
+
+
+@dataclasses.dataclass(slots=True)
+class ClientSession:
+    client_id: str
+    language: str = ""
+    version: str = ""
+    address: str = ""
+    namespace: str = ""
+    client_type: int = pb.ClientType.CLIENT_TYPE_UNSPECIFIED
+    group: str = ""
+    topics: set[str] = dataclasses.field(default_factory=set)
+    settings: pb.Settings | None = None
+    last_seen_ms: int = 0
+    outbound: asyncio.Queue[svc.TelemetryCommand | None] | None = None
+
+
+class ClientRegistry:
+    def __init__(self) -> None:
+        self._clients: dict[str, ClientSession] = {}
+
+    def touch(self, metadata: Iterable[tuple[str, str | bytes]] | None, peer: str) -> ClientSession | None:
+        """Record that a client made a call; returns its session (None without a client id)."""
+        md = list(metadata or ())
+        client_id = header(md, CLIENT_ID_HEADER)[:256]
+        if not client_id:
+            return None
+        session = self._clients.get(client_id)
+        if session is None:
+            session = self._clients[client_id] = ClientSession(client_id)
+        session.language = header(md, LANGUAGE_HEADER)[:32] or session.language
+        session.version = header(md, VERSION_HEADER)[:32] or session.version
+        session.address = peer[:128]
+        session.last_seen_ms = int(time.time() * 1000)
+        return session
+
+    def forget(self, client_id: str) -> None:
+        session = self._clients.pop(client_id, None)
+        if session is not None and session.outbound is not None:
+            session.outbound.put_nowait(None)
+
+    def sessions(self) -> list[ClientSession]:
+        cutoff = int(time.time() * 1000) - _EXPIRE_MS
+        for client_id in [c for c, s in self._clients.items() if s.last_seen_ms < cutoff and not s.outbound]:
+            del self._clients[client_id]
+        return list(self._clients.values())
+
+    def get(self, client_id: str) -> ClientSession | None:
+        return self._clients.get(client_id)
+
+    def close_streams(self) -> None:
+        """End every Telemetry stream (broker shutdown)."""
+        for session in self._clients.values():
+            if session.outbound is not None:
+                session.outbound.put_nowait(None)

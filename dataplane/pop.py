@@ -1,0 +1,226 @@
+"""POP delivery state: per (group, topic, queue) the pop cursor and the in-flight messages.
+
+A message popped for a group is *in flight* until acked; it is invisible to the group until
+``invisible_until_ms``, after which the next receive delivers it again with ``attempt + 1``. Each
+delivery gets a fresh nonce that goes into the receipt handle; only the current nonce is accepted,
+so handles from earlier deliveries (or from before a ChangeInvisibleDuration) are stale.
+
+Durability: every change is appended to ``{data_dir}/pop/journal.log`` (one JSON object per line)
+and the whole state is periodically compacted into ``snapshot.json`` (atomic rename). Startup loads
+the snapshot and replays the journal; a torn last line is ignored. The group's committed offset
+(lowest offset not yet acked) is also written to the store's consumer offsets.
+
+All methods run on the asyncio loop thread; there is no locking.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import secrets
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ("InFlight", "PopState", "QueuePosition")
+
+logger = logging.getLogger(__name__)
+
+Key = tuple[str, str, int]  # (group, topic, queue_id)
+
+
+@dataclasses.dataclass(slots=True)
+class InFlight:
+    offset: int
+    nonce: str
+    attempt: int
+    invisible_until_ms: int
+
+
+@dataclasses.dataclass(slots=True)
+class QueuePosition:
+    next_offset: int
+    in_flight: dict[int, InFlight] = dataclasses.field(default_factory=dict)
+
+    def committed(self) -> int:
+        return min(self.in_flight, default=self.next_offset)
+
+    def due(self, now_ms: int) -> list[InFlight]:
+        return sorted(
+            (e for e in self.in_flight.values() if e.invisible_until_ms <= now_ms), key=lambda e: e.offset
+        )
+
+
+def new_nonce() -> str:
+    return secrets.token_hex(8)
+
+
+class PopState:
+    """In-flight table of every group; see the module docstring for durability."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        initial_offset: Callable[[str, str, int], int],
+        on_commit: Callable[[str, str, int, int], None],
+        sync: bool = False,
+        compact_after: int = 50_000,
+    ) -> None:
+        self._dir = data_dir / "pop"
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._initial_offset = initial_offset
+        self._on_commit = on_commit
+        self._sync = sync
+        self._compact_after = compact_after
+        self._positions: dict[Key, QueuePosition] = {}
+        self._journal_records = 0
+        self._load()
+        self._journal = open(self._dir / "journal.log", "a")  # noqa: SIM115 - closed in close()
+
+    # Persistence
+
+    def _load(self) -> None:
+        snapshot = self._dir / "snapshot.json"
+        if snapshot.exists():
+            for item in json.loads(snapshot.read_text()):
+                pos = QueuePosition(item["next"])
+                for e in item["inflight"]:
+                    pos.in_flight[e[0]] = InFlight(e[0], e[1], e[2], e[3])
+                self._positions[(item["g"], item["t"], item["q"])] = pos
+        journal = self._dir / "journal.log"
+        if journal.exists():
+            with open(journal) as f:
+                for line in f:
+                    try:
+                        record = json.loads(line)
+                    except json.JSONDecodeError:
+                        logger.warning("pop journal: ignoring a torn record at the end")
+                        break
+                    self._apply(record)
+                    self._journal_records += 1
+
+    def _apply(self, r: dict[str, Any]) -> None:
+        key = (r["g"], r["t"], r["q"])
+        pos = self._positions.get(key)
+        if pos is None:
+            pos = self._positions[key] = QueuePosition(r.get("next", 0))
+        op = r["op"]
+        if op == "pop":
+            pos.in_flight[r["o"]] = InFlight(r["o"], r["n"], r["a"], r["u"])
+            pos.next_offset = max(pos.next_offset, r["next"])
+        elif op == "adv":
+            pos.next_offset = max(pos.next_offset, r["next"])
+        elif op == "ack":
+            pos.in_flight.pop(r["o"], None)
+        elif op == "reset":
+            pos.in_flight.clear()
+            pos.next_offset = r["next"]
+
+    def _write(self, record: dict[str, Any]) -> None:
+        self._apply(record)
+        self._journal.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self._journal.flush()
+        if self._sync:
+            os.fsync(self._journal.fileno())
+        self._journal_records += 1
+        if self._journal_records >= self._compact_after:
+            self.compact()
+
+    def compact(self) -> None:
+        """Write the whole state as a snapshot and start an empty journal."""
+        items = [
+            {
+                "g": g,
+                "t": t,
+                "q": q,
+                "next": pos.next_offset,
+                "inflight": [[e.offset, e.nonce, e.attempt, e.invisible_until_ms] for e in pos.in_flight.values()],
+            }
+            for (g, t, q), pos in self._positions.items()
+        ]
+        tmp = self._dir / "snapshot.json.tmp"
+        with open(tmp, "w") as f:
+            json.dump(items, f)
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(self._dir / "snapshot.json")
+        self._journal.close()
+        self._journal = open(self._dir / "journal.log", "w")  # noqa: SIM115
+        self._journal_records = 0
+
+    def close(self) -> None:
+        self.compact()
+        self._journal.close()
+
+    # Queries
+
+    def position(self, group: str, topic: str, queue_id: int) -> QueuePosition:
+        key = (group, topic, queue_id)
+        pos = self._positions.get(key)
+        if pos is None:
+            pos = self._positions[key] = QueuePosition(self._initial_offset(group, topic, queue_id))
+        return pos
+
+    def peek(self, group: str, topic: str, queue_id: int) -> QueuePosition | None:
+        return self._positions.get((group, topic, queue_id))
+
+    def items(self) -> Iterator[tuple[Key, QueuePosition]]:
+        return iter(list(self._positions.items()))
+
+    def next_due_ms(self, group: str, topic: str) -> int | None:
+        due = [
+            e.invisible_until_ms
+            for (g, t, _), pos in self._positions.items()
+            if g == group and t == topic
+            for e in pos.in_flight.values()
+        ]
+        return min(due, default=None)
+
+    # Changes
+
+    def _commit(self, group: str, topic: str, queue_id: int, before: int) -> None:
+        after = self._positions[(group, topic, queue_id)].committed()
+        if after != before:
+            self._on_commit(group, topic, queue_id, after)
+
+    def deliver(
+        self, group: str, topic: str, queue_id: int, offset: int, attempt: int, until_ms: int, next_offset: int
+    ) -> InFlight:
+        """Record a (re)delivery of ``offset``; returns the entry with its new nonce."""
+        pos = self.position(group, topic, queue_id)
+        before = pos.committed()
+        nonce = new_nonce()
+        self._write(
+            {"op": "pop", "g": group, "t": topic, "q": queue_id, "o": offset, "n": nonce, "a": attempt,
+             "u": until_ms, "next": max(next_offset, pos.next_offset)}
+        )
+        self._commit(group, topic, queue_id, before)
+        return pos.in_flight[offset]
+
+    def advance(self, group: str, topic: str, queue_id: int, next_offset: int) -> None:
+        pos = self.position(group, topic, queue_id)
+        if next_offset > pos.next_offset:
+            before = pos.committed()
+            self._write({"op": "adv", "g": group, "t": topic, "q": queue_id, "next": next_offset})
+            self._commit(group, topic, queue_id, before)
+
+    def lookup(self, group: str, topic: str, queue_id: int, offset: int, nonce: str) -> InFlight | None:
+        pos = self._positions.get((group, topic, queue_id))
+        entry = pos.in_flight.get(offset) if pos else None
+        return entry if entry is not None and entry.nonce == nonce else None
+
+    def ack(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        pos = self.position(group, topic, queue_id)
+        before = pos.committed()
+        self._write({"op": "ack", "g": group, "t": topic, "q": queue_id, "o": offset})
+        self._commit(group, topic, queue_id, before)
+
+    def reset(self, group: str, topic: str, queue_id: int, next_offset: int) -> None:
+        """Move the cursor (UpdateOffset); in-flight messages of that queue are dropped."""
+        pos = self.position(group, topic, queue_id)
+        before = pos.committed()
+        self._write({"op": "reset", "g": group, "t": topic, "q": queue_id, "next": next_offset})
+        self._commit(group, topic, queue_id, before)

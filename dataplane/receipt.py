@@ -1,0 +1,107 @@
+"""Receipt handles: opaque, unforgeable references to one in-flight delivery.
+
+Layout before signing (``|``-separated, ASCII): version ``1``, queue id, queue offset, delivery
+nonce (hex), invisible-until (ms), group, topic. The handle is
+``base64url(payload) + "." + base64url(HMAC-SHA256(secret, payload)[:16])``.
+
+The signature makes handles unforgeable; the nonce makes them single-use: the broker keeps the
+current nonce per in-flight message, and ChangeInvisibleDuration or an ack retires it, so an older
+handle is refused (INVALID_RECEIPT_HANDLE). The secret lives in ``{data_dir}/receipt.secret``.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import hmac
+import os
+import secrets
+from pathlib import Path
+
+from dataplane.errors import InvalidReceiptHandle
+
+__all__ = ("ReceiptCodec", "ReceiptHandle", "load_or_create_secret")
+
+_VERSION = "1"
+_MAX_HANDLE = 2048
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReceiptHandle:
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+    nonce: str
+    invisible_until_ms: int
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class ReceiptCodec:
+    """Encodes and verifies receipt handles with one broker secret."""
+
+    def __init__(self, secret: bytes) -> None:
+        if len(secret) < 16:
+            raise ValueError("receipt secret must be at least 16 bytes")
+        self._secret = secret
+
+    def _sign(self, payload: bytes) -> bytes:
+        return hmac.new(self._secret, payload, hashlib.sha256).digest()[:16]
+
+    def encode(self, handle: ReceiptHandle) -> str:
+        payload = "|".join(
+            (
+                _VERSION,
+                str(handle.queue_id),
+                str(handle.offset),
+                handle.nonce,
+                str(handle.invisible_until_ms),
+                handle.group,
+                handle.topic,
+            )
+        ).encode()
+        return f"{_b64(payload)}.{_b64(self._sign(payload))}"
+
+    def decode(self, text: str) -> ReceiptHandle:
+        """Verify and parse; raises InvalidReceiptHandle on anything malformed or forged."""
+        if not text or len(text) > _MAX_HANDLE or text.count(".") != 1:
+            raise InvalidReceiptHandle("malformed receipt handle")
+        body, sig = text.split(".")
+        try:
+            payload = _unb64(body)
+            signature = _unb64(sig)
+        except (ValueError, TypeError) as exc:
+            raise InvalidReceiptHandle("malformed receipt handle") from exc
+        if not hmac.compare_digest(signature, self._sign(payload)):
+            raise InvalidReceiptHandle("receipt handle signature mismatch")
+        try:
+            version, qid, offset, nonce, until, group, topic = payload.decode().split("|", 6)
+            if version != _VERSION:
+                raise ValueError(version)
+            return ReceiptHandle(group, topic, int(qid), int(offset), nonce, int(until))
+        except ValueError as exc:
+            raise InvalidReceiptHandle("malformed receipt handle") from exc
+
+
+def load_or_create_secret(data_dir: Path) -> bytes:
+    path = data_dir / "receipt.secret"
+    if path.exists():
+        return bytes.fromhex(path.read_text().strip())
+    data_dir.mkdir(parents=True, exist_ok=True)
+    secret = secrets.token_bytes(32)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secret.hex())
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(path)
+    return secret

@@ -1,0 +1,123 @@
+"""gRPC servicers: ``MessagingServicer`` (apache.rocketmq.v2) and ``BrokerAdminServicer``.
+
+Handlers are thin: resolve names, call one function of the sibling modules, return. Errors are
+mapped to ``Status`` once, in ``services.base.unary`` (streams map them in their own generator).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from dataplane.broker import Broker, authorize
+from dataplane.clients import CLIENT_ID_HEADER, header
+from dataplane.errors import NotImplementedYet, ok_status
+from dataplane.services import consume, offsets, produce, route, telemetry
+from dataplane.services.admin import BrokerAdminServicer
+from dataplane.services.base import header_namespace, unary
+from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
+from mqcloud.apache.rocketmq.v2 import service_pb2_grpc
+
+__all__ = ("BrokerAdminServicer", "MessagingServicer")
+
+
+class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
+    """apache.rocketmq.v2.MessagingService over one :class:`Broker`."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    @unary(svc.QueryRouteResponse)
+    async def QueryRoute(self, request: svc.QueryRouteRequest, context: Any) -> svc.QueryRouteResponse:
+        authorize(context, "route", request.topic.name)
+        return route.query_route(self.broker, request, header_namespace(context))
+
+    @unary(svc.HeartbeatResponse)
+    async def Heartbeat(self, request: svc.HeartbeatRequest, context: Any) -> svc.HeartbeatResponse:
+        client_id = header(context.invocation_metadata(), CLIENT_ID_HEADER)
+        route.heartbeat(self.broker, request, header_namespace(context), client_id)
+        return svc.HeartbeatResponse(status=ok_status())
+
+    @unary(svc.SendMessageResponse)
+    async def SendMessage(self, request: svc.SendMessageRequest, context: Any) -> svc.SendMessageResponse:
+        authorize(context, "pub", ",".join(m.topic.name for m in request.messages))
+        return await produce.send_message(self.broker, request, header_namespace(context), context.peer())
+
+    @unary(svc.QueryAssignmentResponse)
+    async def QueryAssignment(self, request: svc.QueryAssignmentRequest, context: Any) -> svc.QueryAssignmentResponse:
+        authorize(context, "sub", request.topic.name)
+        return route.query_assignment(self.broker, request, header_namespace(context))
+
+    async def ReceiveMessage(
+        self, request: svc.ReceiveMessageRequest, context: Any
+    ) -> AsyncIterator[svc.ReceiveMessageResponse]:
+        self.broker.clients.touch(context.invocation_metadata(), context.peer())
+        authorize(context, "sub", request.message_queue.topic.name)
+        async for response in consume.receive_message(self.broker, request, context, header_namespace(context)):
+            yield response
+
+    @unary(svc.AckMessageResponse)
+    async def AckMessage(self, request: svc.AckMessageRequest, context: Any) -> svc.AckMessageResponse:
+        authorize(context, "sub", request.topic.name)
+        return consume.ack_message(self.broker, request, header_namespace(context))
+
+    @unary(svc.ForwardMessageToDeadLetterQueueResponse)
+    async def ForwardMessageToDeadLetterQueue(
+        self, request: svc.ForwardMessageToDeadLetterQueueRequest, context: Any
+    ) -> svc.ForwardMessageToDeadLetterQueueResponse:
+        authorize(context, "sub", request.topic.name)
+        return await consume.forward_to_dlq(self.broker, request, header_namespace(context))
+
+    async def PullMessage(self, request: svc.PullMessageRequest, context: Any) -> AsyncIterator[svc.PullMessageResponse]:
+        self.broker.clients.touch(context.invocation_metadata(), context.peer())
+        authorize(context, "sub", request.message_queue.topic.name)
+        async for response in offsets.pull_message(self.broker, request, context, header_namespace(context)):
+            yield response
+
+    @unary(svc.UpdateOffsetResponse)
+    async def UpdateOffset(self, request: svc.UpdateOffsetRequest, context: Any) -> svc.UpdateOffsetResponse:
+        return offsets.update_offset(self.broker, request, header_namespace(context))
+
+    @unary(svc.GetOffsetResponse)
+    async def GetOffset(self, request: svc.GetOffsetRequest, context: Any) -> svc.GetOffsetResponse:
+        return offsets.get_offset(self.broker, request, header_namespace(context))
+
+    @unary(svc.QueryOffsetResponse)
+    async def QueryOffset(self, request: svc.QueryOffsetRequest, context: Any) -> svc.QueryOffsetResponse:
+        return offsets.query_offset(self.broker, request, header_namespace(context))
+
+    @unary(svc.EndTransactionResponse)
+    async def EndTransaction(self, request: svc.EndTransactionRequest, context: Any) -> svc.EndTransactionResponse:
+        raise NotImplementedYet("transactions are not supported by this broker yet")
+
+    async def Telemetry(
+        self, request_iterator: AsyncIterator[svc.TelemetryCommand], context: Any
+    ) -> AsyncIterator[svc.TelemetryCommand]:
+        async for command in telemetry.telemetry(self.broker, request_iterator, context):
+            yield command
+
+    @unary(svc.NotifyClientTerminationResponse)
+    async def NotifyClientTermination(
+        self, request: svc.NotifyClientTerminationRequest, context: Any
+    ) -> svc.NotifyClientTerminationResponse:
+        client_id = header(context.invocation_metadata(), CLIENT_ID_HEADER)
+        if client_id:
+            self.broker.clients.forget(client_id)
+        return svc.NotifyClientTerminationResponse(status=ok_status())
+
+    @unary(svc.ChangeInvisibleDurationResponse)
+    async def ChangeInvisibleDuration(
+        self, request: svc.ChangeInvisibleDurationRequest, context: Any
+    ) -> svc.ChangeInvisibleDurationResponse:
+        authorize(context, "sub", request.topic.name)
+        return consume.change_invisible_duration(self.broker, request, header_namespace(context))
+
+    @unary(svc.RecallMessageResponse)
+    async def RecallMessage(self, request: svc.RecallMessageRequest, context: Any) -> svc.RecallMessageResponse:
+        raise NotImplementedYet("recalling delay messages arrives with timer support")
+
+    @unary(svc.SyncLiteSubscriptionResponse)
+    async def SyncLiteSubscription(
+        self, request: svc.SyncLiteSubscriptionRequest, context: Any
+    ) -> svc.SyncLiteSubscriptionResponse:
+        raise NotImplementedYet("lite topics are not supported")

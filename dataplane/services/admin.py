@@ -1,0 +1,268 @@
+"""mqcloud.admin.v1.BrokerAdmin: topic/group CRUD, statistics and connected clients."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from dataplane.broker import Broker
+from dataplane.metadata import GroupConfig, MetadataError, TopicConfig, TopicType, qualified_name
+from dataplane.names import split
+from mqcloud.admin.v1 import admin_pb2 as a
+from mqcloud.admin.v1 import admin_pb2_grpc
+from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
+
+__all__ = ("BrokerAdminServicer",)
+
+logger = logging.getLogger(__name__)
+
+_GRPC_CODES = {
+    "invalid": grpc.StatusCode.INVALID_ARGUMENT,
+    "not_found": grpc.StatusCode.NOT_FOUND,
+    "exists": grpc.StatusCode.ALREADY_EXISTS,
+}
+
+
+def _guard(handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """MetadataError -> gRPC status (the admin API's one error boundary)."""
+
+    @functools.wraps(handler)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        try:
+            return await handler(self, request, context)
+        except MetadataError as exc:
+            await context.abort(_GRPC_CODES[exc.kind], exc.message)
+
+    return wrapper
+
+
+def _topic_pb(t: TopicConfig) -> a.Topic:
+    return a.Topic(
+        name=t.name,
+        queue_count=t.queue_count,
+        message_type=a.TopicMessageType.Value(t.message_type.value),
+        retention_hours=t.retention_hours,
+        max_message_bytes=t.max_message_bytes,
+        namespace=t.namespace,
+        create_time_ms=t.create_time_ms,
+        update_time_ms=t.update_time_ms,
+    )
+
+
+def _retry_dict(policy: a.RetryPolicy) -> dict[str, Any]:
+    kind = policy.WhichOneof("strategy")
+    if kind == "exponential":
+        e = policy.exponential
+        return {"exponential": {"initial_ms": e.initial_ms, "max_ms": e.max_ms, "multiplier": e.multiplier}}
+    if kind == "customized":
+        return {"customized": {"delays_ms": list(policy.customized.delays_ms)}}
+    return {}
+
+
+def _retry_pb(policy: dict[str, Any]) -> a.RetryPolicy:
+    if "exponential" in policy:
+        return a.RetryPolicy(exponential=a.ExponentialRetry(**policy["exponential"]))
+    if "customized" in policy:
+        return a.RetryPolicy(customized=a.CustomizedRetry(delays_ms=policy["customized"]["delays_ms"]))
+    return a.RetryPolicy()
+
+
+def _group_pb(g: GroupConfig) -> a.Group:
+    return a.Group(
+        name=g.name,
+        fifo=g.fifo,
+        max_delivery_attempts=g.max_delivery_attempts,
+        retry_policy=_retry_pb(g.retry_policy),
+        broadcast=g.broadcast,
+        namespace=g.namespace,
+        create_time_ms=g.create_time_ms,
+        update_time_ms=g.update_time_ms,
+    )
+
+
+def _message_type(value: int) -> TopicType:
+    if value == a.TopicMessageType.TOPIC_MESSAGE_TYPE_UNSPECIFIED:
+        return TopicType.NORMAL
+    try:
+        return TopicType(a.TopicMessageType.Name(value))  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise MetadataError("invalid", f"unknown message type {value}") from exc
+
+
+class BrokerAdminServicer(admin_pb2_grpc.BrokerAdminServicer):
+    """Thin handlers over ``Broker.metadata`` and the store; configuration is persisted on change."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    @_guard
+    async def CreateTopic(self, request: a.CreateTopicRequest, context: Any) -> a.CreateTopicResponse:
+        t = request.topic
+        topic = TopicConfig(
+            name=qualified_name(t.name, t.namespace),
+            queue_count=t.queue_count or 8,
+            message_type=_message_type(t.message_type),
+            retention_hours=t.retention_hours,
+            max_message_bytes=t.max_message_bytes,
+        )
+        return a.CreateTopicResponse(topic=_topic_pb(self.broker.metadata.create_topic(topic)))
+
+    @_guard
+    async def UpdateTopic(self, request: a.UpdateTopicRequest, context: Any) -> a.UpdateTopicResponse:
+        changes: dict[str, Any] = {}
+        for field in ("queue_count", "retention_hours", "max_message_bytes"):
+            if request.HasField(field):
+                changes[field] = getattr(request, field)
+        if request.HasField("message_type"):
+            changes["message_type"] = _message_type(request.message_type)
+        topic = self.broker.metadata.update_topic(request.name, changes)
+        return a.UpdateTopicResponse(topic=_topic_pb(topic))
+
+    @_guard
+    async def DeleteTopic(self, request: a.DeleteTopicRequest, context: Any) -> a.DeleteTopicResponse:
+        self.broker.metadata.delete_topic(request.name)
+        return a.DeleteTopicResponse()
+
+    @_guard
+    async def GetTopic(self, request: a.GetTopicRequest, context: Any) -> a.GetTopicResponse:
+        topic = self.broker.metadata.get_topic(request.name)
+        if topic is None:
+            raise MetadataError("not_found", f"topic {request.name!r} not found")
+        return a.GetTopicResponse(topic=_topic_pb(topic))
+
+    @_guard
+    async def ListTopics(self, request: a.ListTopicsRequest, context: Any) -> a.ListTopicsResponse:
+        topics = sorted(self.broker.metadata.topics.values(), key=lambda t: t.name)
+        if request.namespace:
+            topics = [t for t in topics if t.namespace == request.namespace]
+        return a.ListTopicsResponse(topics=[_topic_pb(t) for t in topics])
+
+    def _queue_stats(self, topic: str, qid: int) -> a.QueueStats:
+        store = self.broker.store
+        low = int(store.get_min_offset_in_queue(topic, qid))
+        high = int(store.get_max_offset_in_queue(topic, qid))
+        last = 0
+        if high > low:
+            result = store.get_messages(topic, qid, high - 1, max_count=1)
+            last = result.messages[0].store_timestamp if result.messages else 0
+        return a.QueueStats(queue_id=qid, min_offset=low, max_offset=high, last_store_time_ms=last)
+
+    @_guard
+    async def GetTopicStats(self, request: a.GetTopicStatsRequest, context: Any) -> a.GetTopicStatsResponse:
+        if request.name.startswith("%DLQ%"):
+            count = 1
+        else:
+            topic = self.broker.metadata.get_topic(request.name)
+            if topic is None:
+                raise MetadataError("not_found", f"topic {request.name!r} not found")
+            count = topic.queue_count
+        return a.GetTopicStatsResponse(
+            name=request.name, queues=[self._queue_stats(request.name, q) for q in range(count)]
+        )
+
+    @_guard
+    async def CreateGroup(self, request: a.CreateGroupRequest, context: Any) -> a.CreateGroupResponse:
+        g = request.group
+        group = GroupConfig(
+            name=qualified_name(g.name, g.namespace),
+            fifo=g.fifo,
+            max_delivery_attempts=g.max_delivery_attempts,
+            retry_policy=_retry_dict(g.retry_policy),
+            broadcast=g.broadcast,
+        )
+        return a.CreateGroupResponse(group=_group_pb(self.broker.metadata.create_group(group)))
+
+    @_guard
+    async def UpdateGroup(self, request: a.UpdateGroupRequest, context: Any) -> a.UpdateGroupResponse:
+        changes: dict[str, Any] = {}
+        for field in ("fifo", "max_delivery_attempts", "broadcast"):
+            if request.HasField(field):
+                changes[field] = getattr(request, field)
+        if request.HasField("retry_policy"):
+            changes["retry_policy"] = _retry_dict(request.retry_policy)
+        return a.UpdateGroupResponse(group=_group_pb(self.broker.metadata.update_group(request.name, changes)))
+
+    @_guard
+    async def DeleteGroup(self, request: a.DeleteGroupRequest, context: Any) -> a.DeleteGroupResponse:
+        self.broker.metadata.delete_group(request.name)
+        return a.DeleteGroupResponse()
+
+    @_guard
+    async def GetGroup(self, request: a.GetGroupRequest, context: Any) -> a.GetGroupResponse:
+        group = self.broker.metadata.get_group(request.name)
+        if group is None:
+            raise MetadataError("not_found", f"group {request.name!r} not found")
+        return a.GetGroupResponse(group=_group_pb(group))
+
+    @_guard
+    async def ListGroups(self, request: a.ListGroupsRequest, context: Any) -> a.ListGroupsResponse:
+        groups = sorted(self.broker.metadata.groups.values(), key=lambda g: g.name)
+        if request.namespace:
+            groups = [g for g in groups if g.namespace == request.namespace]
+        return a.ListGroupsResponse(groups=[_group_pb(g) for g in groups])
+
+    @_guard
+    async def GetGroupStats(self, request: a.GetGroupStatsRequest, context: Any) -> a.GetGroupStatsResponse:
+        if self.broker.metadata.get_group(request.group) is None:
+            raise MetadataError("not_found", f"group {request.group!r} not found")
+        assert self.broker.pop is not None
+        now = int(time.time() * 1000)
+        store = self.broker.store
+        keys: set[tuple[str, int]] = set()
+        for (g, t, q), _ in self.broker.pop.items():
+            if g == request.group and (not request.topic or t == request.topic):
+                keys.add((t, q))
+        if request.topic:
+            topic = self.broker.metadata.get_topic(request.topic)
+            if topic is not None:
+                keys.update((request.topic, q) for q in range(topic.queue_count))
+        out = a.GetGroupStatsResponse(group=request.group)
+        for t, q in sorted(keys):
+            pos = self.broker.pop.peek(request.group, t, q)
+            high = int(store.get_max_offset_in_queue(t, q))
+            if pos is not None:
+                committed = pos.committed()
+                in_flight = len(pos.in_flight)
+            else:
+                committed = int(store.consumer_offsets.query(request.group, t, q))
+                committed = committed if committed >= 0 else int(store.get_min_offset_in_queue(t, q))
+                in_flight = 0
+            lag = max(high - committed, 0)
+            lag_ms = 0
+            if lag:
+                result = store.get_messages(t, q, committed, max_count=1)
+                if result.messages:
+                    lag_ms = max(now - result.messages[0].store_timestamp, 0)
+            out.queues.append(
+                a.GroupQueueStats(
+                    topic=t, queue_id=q, committed_offset=committed, max_offset=high,
+                    lag_messages=lag, lag_ms=lag_ms, in_flight=in_flight,
+                )
+            )
+            out.lag_messages += lag
+            out.lag_ms = max(out.lag_ms, lag_ms)
+            out.in_flight += in_flight
+        return out
+
+    @_guard
+    async def ListClients(self, request: a.ListClientsRequest, context: Any) -> a.ListClientsResponse:
+        clients = []
+        for s in sorted(self.broker.clients.sessions(), key=lambda s: s.client_id):
+            if request.namespace and s.namespace != request.namespace:
+                continue
+            if request.group and s.group != request.group:
+                continue
+            clients.append(
+                a.ClientInfo(
+                    client_id=s.client_id, language=s.language, version=s.version, address=s.address,
+                    client_type=pb.ClientType.Name(s.client_type) if s.client_type in pb.ClientType.values() else "",
+                    group=s.group, topics=sorted(s.topics), last_heartbeat_ms=s.last_seen_ms,
+                    namespace=s.namespace or split(s.group)[0],
+                )
+            )
+        return a.ListClientsResponse(clients=clients)

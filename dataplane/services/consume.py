@@ -1,0 +1,332 @@
+"""ReceiveMessage (POP with long polling), AckMessage, ChangeInvisibleDuration, ForwardToDLQ."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from google.protobuf import duration_pb2, timestamp_pb2
+
+from dataplane.broker import Broker
+from dataplane.errors import (
+    BadRequest,
+    BrokerError,
+    IllegalInvisibleTime,
+    InvalidReceiptHandle,
+    ok_status,
+    status_of,
+)
+from dataplane.filters import matches, parse_filter
+from dataplane.metadata import GroupConfig
+from dataplane.metrics import BYTES_OUT, MESSAGES_OUT
+from dataplane.names import dlq_topic, resolve
+from dataplane.pop import InFlight
+from dataplane.receipt import ReceiptHandle
+from dataplane.services import produce as p
+from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
+from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
+
+__all__ = ("ack_message", "change_invisible_duration", "forward_to_dlq", "receive_message", "to_v2_message")
+
+logger = logging.getLogger(__name__)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _ts(ms: int) -> timestamp_pb2.Timestamp:
+    return timestamp_pb2.Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def _duration_ms(d: duration_pb2.Duration) -> int:
+    return d.seconds * 1000 + d.nanos // 1_000_000
+
+
+def to_v2_message(
+    stored: Any,
+    topic: pb.Resource,
+    *,
+    store_host: str,
+    receipt_handle: str | None = None,
+    attempt: int | None = None,
+    invisible_ms: int | None = None,
+) -> pb.Message:
+    """A stored record as a v2 Message with every system property the clients rely on."""
+    props = stored.properties
+    sp = pb.SystemProperties(
+        message_id=props.get(p.P_UNIQ) or stored.msg_id,
+        body_digest=pb.Digest(type=pb.DigestType.MD5, checksum=hashlib.md5(stored.body).hexdigest().upper()),
+        body_encoding=pb.Encoding.GZIP if props.get(p.P_ENCODING) == "GZIP" else pb.Encoding.IDENTITY,
+        message_type=int(props.get(p.P_TYPE, pb.MessageType.NORMAL)),  # type: ignore[arg-type]
+        born_timestamp=_ts(stored.born_timestamp),
+        born_host=props.get(p.P_BORN_HOST) or stored.born_host[0],
+        store_timestamp=_ts(stored.store_timestamp),
+        store_host=store_host,
+        queue_id=stored.queue_id,
+        queue_offset=stored.queue_offset,
+    )
+    if p.P_TAGS in props:
+        sp.tag = props[p.P_TAGS]
+    if props.get(p.P_KEYS):
+        sp.keys.extend(props[p.P_KEYS].split())
+    if p.P_GROUP in props:
+        sp.message_group = props[p.P_GROUP]
+    if p.P_TRACE in props:
+        sp.trace_context = props[p.P_TRACE]
+    if receipt_handle is not None:
+        sp.receipt_handle = receipt_handle
+    if attempt is not None:
+        sp.delivery_attempt = attempt
+    if invisible_ms is not None:
+        sp.invisible_duration.CopyFrom(duration_pb2.Duration(seconds=invisible_ms // 1000, nanos=(invisible_ms % 1000) * 1_000_000))
+    if p.P_DLQ_TOPIC in props:
+        sp.dead_letter_queue.topic = props[p.P_DLQ_TOPIC]
+        sp.dead_letter_queue.message_id = sp.message_id
+    user = {k: v for k, v in props.items() if k not in p.SYSTEM_PROPERTY_KEYS and not k.startswith("__")}
+    return pb.Message(topic=topic, user_properties=user, system_properties=sp, body=stored.body)
+
+
+def _fetch_one(broker: Broker, topic: str, queue_id: int, offset: int) -> Any | None:
+    result = broker.store.get_messages(topic, queue_id, offset, max_count=1)
+    for msg in result.messages:
+        if msg.queue_offset == offset:
+            return msg
+    return None
+
+
+async def _to_dlq(broker: Broker, group: str, stored: Any) -> None:
+    from dataplane.store.message import MessageToStore
+
+    properties = dict(stored.properties)
+    properties[p.P_DLQ_TOPIC] = stored.topic
+    await broker.store.put_messages_async(
+        [
+            MessageToStore(
+                topic=dlq_topic(group),
+                queue_id=0,
+                body=stored.body,
+                properties=properties,
+                born_timestamp=stored.born_timestamp,
+                born_host=stored.born_host,
+                reconsume_times=stored.reconsume_times + 1,
+            )
+        ]
+    )
+    logger.info("message %s of %s moved to %s", properties.get(p.P_UNIQ), stored.topic, dlq_topic(group))
+
+
+class _Popped:
+    __slots__ = ("attempt", "entry", "stored")
+
+    def __init__(self, stored: Any, entry: InFlight, attempt: int) -> None:
+        self.stored, self.entry, self.attempt = stored, entry, attempt
+
+
+_rotation: dict[tuple[str, str], int] = {}
+
+
+async def _try_pop(
+    broker: Broker,
+    group: GroupConfig,
+    topic: str,
+    queue_count: int,
+    tags: frozenset[str] | None,
+    batch: int,
+    invisible_ms: int,
+) -> list[_Popped]:
+    assert broker.pop is not None
+    pop = broker.pop
+    now = _now_ms()
+    out: list[_Popped] = []
+    max_attempts = broker.max_attempts(group)
+    start = _rotation.get((group.name, topic), 0)
+    _rotation[(group.name, topic)] = start + 1
+    order = [(start + i) % queue_count for i in range(queue_count)]
+    # 1. Messages whose invisible time ran out come back first, with attempt + 1.
+    for qid in order:
+        pos = pop.peek(group.name, topic, qid)
+        if pos is None:
+            continue
+        for entry in pos.due(now):
+            if len(out) >= batch:
+                return out
+            stored = _fetch_one(broker, topic, qid, entry.offset)
+            if stored is None:  # removed by retention
+                pop.ack(group.name, topic, qid, entry.offset)
+                continue
+            if entry.attempt >= max_attempts:
+                pop.ack(group.name, topic, qid, entry.offset)
+                await _to_dlq(broker, group.name, stored)
+                continue
+            if not matches(tags, stored.properties.get(p.P_TAGS)):
+                continue
+            attempt = entry.attempt + 1
+            fresh = pop.deliver(group.name, topic, qid, entry.offset, attempt, now + invisible_ms, pos.next_offset)
+            out.append(_Popped(stored, fresh, attempt))
+    # 2. New messages from each queue's cursor.
+    for qid in order:
+        if len(out) >= batch:
+            break
+        pos = pop.position(group.name, topic, qid)
+        result = broker.store.get_messages(topic, qid, pos.next_offset, max_count=batch - len(out), tag_filter=set(tags) if tags is not None else None)
+        if result.next_begin_offset < pos.next_offset and not result.messages:
+            continue
+        for stored in result.messages:
+            entry = pop.deliver(group.name, topic, qid, stored.queue_offset, 1, now + invisible_ms, stored.queue_offset + 1)
+            out.append(_Popped(stored, entry, 1))
+        pop.advance(group.name, topic, qid, result.next_begin_offset)
+    return out
+
+
+def _poll_deadline_ms(broker: Broker, request: svc.ReceiveMessageRequest, context: Any) -> int:
+    s = broker.settings
+    poll = _duration_ms(request.long_polling_timeout) if request.HasField("long_polling_timeout") else s.default_long_polling_ms
+    poll = min(max(poll, 0), s.max_long_polling_ms)
+    poll = max(poll - s.long_polling_margin_ms, 0)
+    remaining = context.time_remaining()
+    if remaining is not None:
+        poll = min(poll, max(int(remaining * 1000) - s.long_polling_margin_ms, 0))
+    return _now_ms() + poll
+
+
+async def receive_message(
+    broker: Broker, request: svc.ReceiveMessageRequest, context: Any, header_ns: str
+) -> AsyncIterator[svc.ReceiveMessageResponse]:
+    """Stream {status}, messages..., {delivery_timestamp}; MESSAGE_NOT_FOUND when the poll times out."""
+    try:
+        _, group_name = resolve(request.group, header_ns, kind="group")
+        ns, topic_name = resolve(request.message_queue.topic, header_ns)
+        topic = broker.topic(topic_name)
+        group = broker.group(group_name)
+        tags = parse_filter(request.filter_expression if request.HasField("filter_expression") else None)
+        s = broker.settings
+        invisible_ms = _duration_ms(request.invisible_duration) if request.HasField("invisible_duration") else s.default_invisible_ms
+        if not 1000 <= invisible_ms <= s.max_invisible_ms:
+            raise IllegalInvisibleTime(f"invisible duration must be 1 s..{s.max_invisible_ms // 1000} s")
+        batch = request.batch_size or 32
+        if not 1 <= batch <= s.max_receive_batch:
+            raise BadRequest(f"batch_size must be 1..{s.max_receive_batch}")
+        deadline = _poll_deadline_ms(broker, request, context)
+        popped: list[_Popped] = []
+        while not broker.closing:
+            waiter = broker.waiter(topic_name)
+            try:
+                popped = await _try_pop(broker, group, topic_name, topic.queue_count, tags, batch, invisible_ms)
+                if popped:
+                    break
+                now = _now_ms()
+                if now >= deadline:
+                    break
+                wait_ms = deadline - now
+                next_due = broker.pop.next_due_ms(group.name, topic_name) if broker.pop else None
+                if next_due is not None:
+                    wait_ms = min(wait_ms, max(next_due - now, 5))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(waiter, wait_ms / 1000)
+            finally:
+                broker.drop_waiter(topic_name, waiter)
+    except BrokerError as exc:
+        yield svc.ReceiveMessageResponse(status=status_of(exc))
+        yield svc.ReceiveMessageResponse(delivery_timestamp=_ts(_now_ms()))
+        return
+    if not popped:
+        yield svc.ReceiveMessageResponse(status=pb.Status(code=pb.Code.MESSAGE_NOT_FOUND, message="no new message"))
+        yield svc.ReceiveMessageResponse(delivery_timestamp=_ts(_now_ms()))
+        return
+    yield svc.ReceiveMessageResponse(status=ok_status())
+    echo = pb.Resource(resource_namespace=ns, name=request.message_queue.topic.name)
+    store_host = broker.settings.advertise or broker.settings.listen
+    for item in popped:
+        handle = broker.receipts.encode(
+            ReceiptHandle(group.name, topic_name, item.stored.queue_id, item.stored.queue_offset, item.entry.nonce, item.entry.invisible_until_ms)
+        )
+        MESSAGES_OUT.labels(topic_name).inc()
+        BYTES_OUT.labels(topic_name).inc(len(item.stored.body))
+        yield svc.ReceiveMessageResponse(
+            message=to_v2_message(item.stored, echo, store_host=store_host, receipt_handle=handle, attempt=item.attempt, invisible_ms=invisible_ms)
+        )
+    yield svc.ReceiveMessageResponse(delivery_timestamp=_ts(_now_ms()))
+
+
+def _checked_handle(broker: Broker, text: str, group: str, topic: str) -> tuple[ReceiptHandle, InFlight]:
+    handle = broker.receipts.decode(text)
+    if handle.group != group or handle.topic != topic:
+        raise InvalidReceiptHandle("receipt handle belongs to another group or topic")
+    assert broker.pop is not None
+    entry = broker.pop.lookup(handle.group, handle.topic, handle.queue_id, handle.offset, handle.nonce)
+    if entry is None:
+        raise InvalidReceiptHandle("receipt handle is stale (acked, renewed or redelivered)")
+    return handle, entry
+
+
+def _group_and_topic(broker: Broker, group: pb.Resource, topic: pb.Resource, header_ns: str) -> tuple[str, str]:
+    _, g = resolve(group, header_ns, kind="group")
+    _, t = resolve(topic, header_ns)
+    return g, t
+
+
+def ack_message(broker: Broker, request: svc.AckMessageRequest, header_ns: str) -> svc.AckMessageResponse:
+    """Ack each entry; the top-level status is the single entry's (or MULTIPLE_RESULTS if mixed)."""
+    group, topic = _group_and_topic(broker, request.group, request.topic, header_ns)
+    if not request.entries:
+        raise BadRequest("no entries to ack")
+    if len(request.entries) > 1024:
+        raise BadRequest("at most 1024 entries per ack")
+    assert broker.pop is not None
+    results = []
+    for entry in request.entries:
+        result = svc.AckMessageResultEntry(message_id=entry.message_id, receipt_handle=entry.receipt_handle)
+        try:
+            handle, _ = _checked_handle(broker, entry.receipt_handle, group, topic)
+            broker.pop.ack(group, topic, handle.queue_id, handle.offset)
+            result.status.CopyFrom(ok_status())
+        except BrokerError as exc:
+            result.status.CopyFrom(status_of(exc))
+        results.append(result)
+    codes = {r.status.code for r in results}
+    if codes == {pb.Code.OK}:
+        top = ok_status()
+    elif len(results) == 1 or len(codes) == 1:
+        top = results[0].status
+    else:
+        top = pb.Status(code=pb.Code.MULTIPLE_RESULTS, message="some entries failed")
+    return svc.AckMessageResponse(status=top, entries=results)
+
+
+def change_invisible_duration(
+    broker: Broker, request: svc.ChangeInvisibleDurationRequest, header_ns: str
+) -> svc.ChangeInvisibleDurationResponse:
+    group, topic = _group_and_topic(broker, request.group, request.topic, header_ns)
+    invisible_ms = _duration_ms(request.invisible_duration)
+    if not 0 <= invisible_ms <= broker.settings.max_invisible_ms:
+        raise IllegalInvisibleTime(f"invisible duration must be 0..{broker.settings.max_invisible_ms // 1000} s")
+    handle, entry = _checked_handle(broker, request.receipt_handle, group, topic)
+    assert broker.pop is not None
+    until = _now_ms() + invisible_ms
+    pos = broker.pop.position(group, topic, handle.queue_id)
+    fresh = broker.pop.deliver(group, topic, handle.queue_id, handle.offset, entry.attempt, until, pos.next_offset)
+    new_handle = broker.receipts.encode(ReceiptHandle(group, topic, handle.queue_id, handle.offset, fresh.nonce, until))
+    if invisible_ms == 0:
+        broker.wake(topic)
+    return svc.ChangeInvisibleDurationResponse(status=ok_status(), receipt_handle=new_handle)
+
+
+async def forward_to_dlq(
+    broker: Broker, request: svc.ForwardMessageToDeadLetterQueueRequest, header_ns: str
+) -> svc.ForwardMessageToDeadLetterQueueResponse:
+    group, topic = _group_and_topic(broker, request.group, request.topic, header_ns)
+    handle, _ = _checked_handle(broker, request.receipt_handle, group, topic)
+    stored = _fetch_one(broker, topic, handle.queue_id, handle.offset)
+    assert broker.pop is not None
+    broker.pop.ack(group, topic, handle.queue_id, handle.offset)
+    if stored is not None:
+        await _to_dlq(broker, group, stored)
+    return svc.ForwardMessageToDeadLetterQueueResponse(status=ok_status())
+
+
