@@ -8,6 +8,18 @@ from tenants.api import views
 app_name = "tenants-api"
 
 router = DefaultRouter()
+router.register("tenants", views.TenantViewSet)
+router.register("memberships", views.MembershipViewSet)
+router.register("plans", views.PlanViewSet)
+router.register("access-keys", views.AccessKeyViewSet)
+router.register("topics", views.TopicViewSet)
+router.register("consumer-groups", views.ConsumerGroupViewSet)
+router.register("acl-policies", views.AclPolicyViewSet)
+router.register("quotas", views.QuotaViewSet)
+router.register("broker-clusters", views.BrokerClusterViewSet)
+router.register("broker-groups", views.BrokerGroupViewSet)
+router.register("broker-nodes", views.BrokerNodeViewSet)
+router.register("audit-events", views.AuditEventViewSet)
 
 urlpatterns = [
     path("health", views.HealthView.as_view(), name="health"),

@@ -24,7 +24,9 @@ class AccessKey(ProvisionedModel):
     access_key = models.CharField(max_length=64, unique=True, editable=False)
     secret_encrypted = models.BinaryField(editable=False)
     description = models.CharField(max_length=200, blank=True)
-    key_status = models.CharField(max_length=16, choices=AccessKeyStatus.choices, default=AccessKeyStatus.ACTIVE)
+    key_status = models.CharField(
+        max_length=16, choices=AccessKeyStatus.choices, default=AccessKeyStatus.ACTIVE
+    )
     expires_at = models.DateTimeField(null=True, blank=True)
     rotated_from = models.ForeignKey(
         "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="rotated_to"

@@ -48,11 +48,13 @@ class Quota(ProvisionedModel):
                 violation_error_message="The tenant already has a tenant-wide quota.",
             ),
             models.UniqueConstraint(
-                fields=("topic",), name="%(app_label)s_%(class)s_one_per_topic",
+                fields=("topic",),
+                name="%(app_label)s_%(class)s_one_per_topic",
                 violation_error_message="The topic already has a quota.",
             ),
             models.UniqueConstraint(
-                fields=("group",), name="%(app_label)s_%(class)s_one_per_group",
+                fields=("group",),
+                name="%(app_label)s_%(class)s_one_per_group",
                 violation_error_message="The group already has a quota.",
             ),
         )

@@ -99,7 +99,9 @@ class ConsumerGroup(ProvisionedModel):
     max_delivery_attempts = models.PositiveIntegerField(
         default=DEFAULT_MAX_DELIVERY_ATTEMPTS, validators=[MinValueValidator(1), MaxValueValidator(1000)]
     )
-    retry_policy = models.CharField(max_length=16, choices=RetryPolicy.choices, default=RetryPolicy.EXPONENTIAL)
+    retry_policy = models.CharField(
+        max_length=16, choices=RetryPolicy.choices, default=RetryPolicy.EXPONENTIAL
+    )
     retry_initial_backoff_ms = models.PositiveIntegerField(default=1000)
     retry_max_backoff_ms = models.PositiveIntegerField(default=2 * 60 * 60 * 1000)
     cluster = models.ForeignKey(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import string
 from datetime import timedelta
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -23,7 +24,13 @@ from tenants.services.audit import Actor
 from tenants.services.provisioning import ResourceKind
 from tenants.services.resources import create_resource, delete_resource, lock_tenant, update_resource
 
-__all__ = ("create_access_key", "delete_access_key", "revoke_access_key", "rotate_access_key")
+__all__ = (
+    "create_access_key",
+    "delete_access_key",
+    "revoke_access_key",
+    "rotate_access_key",
+    "update_access_key",
+)
 
 _ID_ALPHABET = string.ascii_uppercase + string.digits
 
@@ -77,6 +84,13 @@ def revoke_access_key(actor: Actor, key: AccessKey) -> AccessKey:
         return key
     changes = {"key_status": AccessKeyStatus.REVOKED, "revoked_at": timezone.now()}
     return update_resource(actor, key, changes, ResourceKind.ACCESS_KEY, AuditAction.REVOKE)
+
+
+def update_access_key(actor: Actor, key: AccessKey, **changes: Any) -> AccessKey:
+    """Change what may change on a key: its description."""
+    return update_resource(
+        actor, key, {"description": changes.get("description", key.description)}, ResourceKind.ACCESS_KEY
+    )
 
 
 def delete_access_key(actor: Actor, key: AccessKey) -> AccessKey:

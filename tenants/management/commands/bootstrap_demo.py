@@ -17,10 +17,14 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 from rest_framework.authtoken.models import Token
 
-from tenants.models import Tenant
+from tenants.crypto import decrypt_secret
+from tenants.models import AccessKey, Plan, Tenant
+from tenants.services.access_keys import create_access_key
+from tenants.services.audit import Actor
 
 DEMO_USERNAME = "operator"
 DEMO_TENANT_NAMESPACE = "demo"
+DEFAULT_PLAN = "standard"
 
 
 class Command(BaseCommand):
@@ -43,15 +47,32 @@ class Command(BaseCommand):
             user.set_password(password)
             user.save()
             token, _ = Token.objects.get_or_create(user=user)
+            plan = Plan.objects.filter(is_default=True).first()
+            if plan is None:
+                plan, _ = Plan.objects.get_or_create(
+                    name=DEFAULT_PLAN, defaults={"display_name": "Standard", "is_default": True}
+                )
             tenant, _ = Tenant.objects.get_or_create(
-                namespace=DEMO_TENANT_NAMESPACE, defaults={"name": "Demo tenant"}
+                namespace=DEMO_TENANT_NAMESPACE, defaults={"name": "Demo tenant", "plan": plan}
             )
+            # Keep the key of an earlier run when it still exists and works; else issue one.
+            previous_key = previous.get("tenant", {}).get("access_key")
+            key = AccessKey.objects.filter(tenant=tenant, access_key=previous_key).first()
+            if key is not None and key.is_usable:
+                secret = decrypt_secret(key.secret_encrypted)
+            else:
+                key, secret = create_access_key(Actor(user=user), tenant, "demo key (bootstrap_demo)")
         base = options["base_url"].rstrip("/")
         demo: dict[str, Any] = {
             "console": {"url": f"{base}/", "username": DEMO_USERNAME, "password": password},
             "admin_url": f"{base}/admin/",
             "api": {"url": f"{base}/api/v1/", "schema": f"{base}/api/schema/", "token": token.key},
-            "tenant": {"name": tenant.name, "namespace": tenant.namespace},
+            "tenant": {
+                "name": tenant.name,
+                "namespace": tenant.namespace,
+                "access_key": key.access_key,
+                "secret_key": secret,
+            },
         }
         if options["broker"]:
             demo["broker"] = {"endpoint": options["broker"]}
