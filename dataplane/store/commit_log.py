@@ -136,8 +136,12 @@ class CommitLog:
 
     def read_message(self, physical_offset: int) -> StoredMessage:
         """The record at ``physical_offset``; OffsetMovedError if deleted, CorruptRecordError if bad."""
-        mf = self.queue.find(physical_offset)
-        if mf is None:
+        files = self.queue.files
+        try:
+            mf = files[(physical_offset - files[0].file_from_offset) // self.file_size]
+        except IndexError:
+            raise self._missing(physical_offset) from None
+        if not mf.file_from_offset <= physical_offset < mf.file_from_offset + self.file_size:
             raise self._missing(physical_offset)
         try:
             msg = decode_record(

@@ -81,9 +81,14 @@ class StoredMessage(NamedTuple):
     sys_flag: int
     flag: int
     prepared_transaction_offset: int
-    msg_id: str
     size: int
     body_crc: int
+
+    @property
+    def msg_id(self) -> str:
+        """Offset message id: hex of store host IPv4, port and physical offset (RocketMQ's msgId)."""
+        ip, port = self.store_host
+        return "".join(f"{int(part):02X}" for part in ip.split(".")) + f"{port:08X}{self.physical_offset:016X}"
 
     @property
     def tags(self) -> str | None:

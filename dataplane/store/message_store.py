@@ -229,8 +229,10 @@ class MessageStore(StoreReader):
                 return PutResult(PutMessageStatus.UNKNOWN_ERROR, []), 0
             moved = self.dispatcher.dispatch_batch(msgs, batch)
         prefix = self.commit_log.msg_id_prefix
+        new = tuple.__new__
         entries = [
-            AppendEntry(pos, qoff, ts, f"{prefix}{pos:016X}", size) for pos, qoff, size, _ in batch.placements
+            new(AppendEntry, (pos, qoff, ts, f"{prefix}{pos:016X}", size))
+            for pos, qoff, size, _ in batch.placements
         ]
         if self._listeners:
             self._notify(moved)

@@ -132,6 +132,17 @@ def _host_str(raw: bytes) -> str:
     return text
 
 
+_host_tuple_cache: dict[tuple[bytes, int], tuple[str, int]] = {}
+_new_tuple = tuple.__new__
+
+
+def _host_tuple(raw: tuple[bytes, int]) -> tuple[str, int]:
+    host = (_host_str(raw[0]), raw[1])
+    if len(_host_tuple_cache) < 65536:
+        _host_tuple_cache[raw] = host
+    return host
+
+
 def _topic_tail(topic: str) -> bytes:
     encoded = _topic_cache.get(topic)
     if encoded is None:
@@ -242,6 +253,8 @@ def encode_batch(
     crc32 = zlib.crc32
     u16 = _U16.pack
     store_ip, store_port = store_host
+    topic_cache = _topic_cache
+    host_cache = _host_bytes_cache
     pos = physical_offset
     limit = physical_offset + space - END_FILE_MIN_BLANK_LENGTH
     index = start
@@ -249,7 +262,7 @@ def encode_batch(
     while index < total:
         msg = msgs[index]
         topic = msg.topic
-        tail = _topic_tail(topic)
+        tail = topic_cache.get(topic) or _topic_tail(topic)
         props = msg.properties
         if props:
             praw = encode_properties(props)
@@ -271,7 +284,7 @@ def encode_batch(
         key = (topic, qid)
         qoff = queue_offsets.get(key, 0)
         queue_offsets[key] = qoff + 1
-        born_ip, born_port = host_to_bytes(msg.born_host)
+        born_ip, born_port = host_cache.get(msg.born_host) or host_to_bytes(msg.born_host)
         append(
             pack(
                 size,
@@ -348,37 +361,60 @@ def decode_record(
     buf: Buffer, pos: int, limit: int, msg_id_prefix: str, check_crc: bool = True
 ) -> StoredMessage:
     """Decode the record at ``buf[pos:]`` (not beyond ``limit``) or raise CorruptRecordError."""
-    total, magic = _check_prefix(buf, pos, limit)
-    if magic == BLANK_MAGIC:
-        raise CorruptRecordError(f"record at {pos}: expected a message, found an end-of-segment marker")
+    if pos < 0 or pos + HEADER_SIZE > limit:
+        _check_prefix(buf, pos, limit)
+        raise CorruptRecordError(f"record at {pos}: expected {HEADER_SIZE} header bytes before {limit}")
     h = HEADER.unpack_from(buf, pos)
-    topic_start, topic_len, props_len = _lengths(buf, pos, total, h[16])
-    body = bytes(buf[pos + HEADER_SIZE : pos + HEADER_SIZE + h[16]])
+    total = h[0]
+    if h[1] != MESSAGE_MAGIC or total < MIN_RECORD_SIZE or pos + total > limit:
+        _check_prefix(buf, pos, limit)
+        raise CorruptRecordError(f"record at {pos}: expected a message, found an end-of-segment marker")
+    body_start = pos + HEADER_SIZE
+    body_end = body_start + h[16]
+    end = pos + total
+    if h[16] < 0 or body_end + 2 > end:
+        _lengths(buf, pos, total, h[16])
+    tail = buf[body_end:end]
+    topic_len = (tail[0] << 8) | tail[1]
+    props_at = 2 + topic_len
+    if (
+        topic_len == 0
+        or props_at + 2 > len(tail)
+        or props_at + 2 + (tail[props_at] << 8 | tail[props_at + 1]) != len(tail)
+    ):
+        _lengths(buf, pos, total, h[16])
+    body = buf[body_start:body_end]
+    if type(body) is not bytes:
+        body = bytes(body)
     if check_crc and zlib.crc32(body) != h[2]:
         raise CorruptRecordError(
             f"record at {pos}: expected body CRC 0x{h[2]:08X}, found 0x{zlib.crc32(body):08X}"
         )
-    topic = _decode_topic(bytes(buf[topic_start : topic_start + topic_len]))
-    props_start = topic_start + topic_len + 2
-    props = decode_properties(bytes(buf[props_start : props_start + props_len]))
-    return StoredMessage(
-        topic,
-        h[3],
-        h[5],
-        h[6],
-        body,
-        props,
-        h[11],
-        h[8],
-        (_host_str(h[9]), h[10]),
-        (_host_str(h[12]), h[13]),
-        h[14],
-        h[7],
-        h[4],
-        h[15],
-        f"{msg_id_prefix}{h[6]:016X}",
-        total,
-        h[2],
+    topic_raw = bytes(tail[2:props_at])
+    topic = _topic_decode_cache.get(topic_raw) or _decode_topic(topic_raw)
+    props = decode_properties(bytes(tail[props_at + 2 :])) if len(tail) > props_at + 2 else {}
+    born = _host_tuple_cache.get(h[9:11]) or _host_tuple(h[9:11])
+    store = _host_tuple_cache.get(h[12:14]) or _host_tuple(h[12:14])
+    return _new_tuple(
+        StoredMessage,
+        (
+            topic,
+            h[3],
+            h[5],
+            h[6],
+            body,
+            props,
+            h[11],
+            h[8],
+            born,
+            store,
+            h[14],
+            h[7],
+            h[4],
+            h[15],
+            total,
+            h[2],
+        ),
     )
 
 
