@@ -1,0 +1,211 @@
+"""Messages to send, messages received (:class:`MessageView`), send receipts and message ids."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import itertools
+import os
+import socket
+import threading
+import time
+import uuid
+import zlib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
+
+__all__ = ("FilterExpression", "Message", "MessageView", "SendReceipt", "generate_message_id")
+
+_EPOCH_2021 = int(datetime(2021, 1, 1, tzinfo=UTC).timestamp())
+_counter = itertools.count()
+_counter_lock = threading.Lock()
+
+
+def _mac_bytes() -> bytes:
+    node = uuid.getnode()  # a MAC address, or a random 48-bit number with the multicast bit set
+    return node.to_bytes(6, "big")
+
+
+_MAC = _mac_bytes()
+
+
+def generate_message_id(now: float | None = None) -> str:
+    """A 34-hex-character id in the official clients' layout (upper case):
+
+    ``01`` (version) + 6 bytes MAC + 2 bytes pid + 4 bytes seconds since 2021-01-01 UTC + 4 bytes
+    sequence number.
+    """
+    seconds = int(now if now is not None else time.time()) - _EPOCH_2021
+    with _counter_lock:
+        seq = next(_counter) & 0xFFFFFFFF
+    raw = (
+        b"\x01"
+        + _MAC
+        + (os.getpid() & 0xFFFF).to_bytes(2, "big")
+        + (seconds & 0xFFFFFFFF).to_bytes(4, "big")
+        + seq.to_bytes(4, "big")
+    )
+    return raw.hex().upper()
+
+
+@dataclass(frozen=True)
+class FilterExpression:
+    """A subscription filter: a TAG expression (``*``, ``a||b``) or an SQL92 expression."""
+
+    expression: str = "*"
+    sql: bool = False
+
+    def to_pb(self) -> pb.FilterExpression:
+        return pb.FilterExpression(
+            type=pb.FilterType.SQL if self.sql else pb.FilterType.TAG, expression=self.expression
+        )
+
+    @classmethod
+    def sql92(cls, expression: str) -> FilterExpression:
+        return cls(expression, sql=True)
+
+
+@dataclass
+class Message:
+    """A message to send. ``message_group`` makes it a FIFO message; ``delivery_timestamp`` (epoch
+    seconds) a delayed one."""
+
+    topic: str
+    body: bytes
+    tag: str | None = None
+    keys: list[str] = field(default_factory=list)
+    properties: dict[str, str] = field(default_factory=dict)
+    message_group: str | None = None
+    delivery_timestamp: float | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.body, str):
+            self.body = self.body.encode()
+        if not self.topic:
+            raise ValueError("topic is required")
+        if self.tag is not None and (not self.tag.strip() or "|" in self.tag):
+            raise ValueError(f"illegal tag {self.tag!r}")
+        if self.message_group is not None and self.delivery_timestamp is not None:
+            raise ValueError("a message cannot be both FIFO (message_group) and delayed")
+
+    @property
+    def message_type(self) -> int:
+        if self.message_group is not None:
+            return pb.MessageType.FIFO
+        if self.delivery_timestamp is not None:
+            return pb.MessageType.DELAY
+        return pb.MessageType.NORMAL
+
+    def to_pb(self, namespace: str, message_id: str, queue_id: int, message_type: int | None = None
+              ) -> pb.Message:
+        born = Timestamp()
+        born.GetCurrentTime()
+        sp = pb.SystemProperties(
+            keys=list(self.keys),
+            message_id=message_id,
+            body_encoding=pb.Encoding.IDENTITY,
+            message_type=self.message_type if message_type is None else message_type,  # type: ignore[arg-type]
+            born_timestamp=born,
+            born_host=_HOSTNAME,
+            queue_id=queue_id,
+        )
+        if self.tag is not None:
+            sp.tag = self.tag
+        if self.message_group is not None:
+            sp.message_group = self.message_group
+        if self.delivery_timestamp is not None:
+            sp.delivery_timestamp.FromMilliseconds(int(self.delivery_timestamp * 1000))
+        return pb.Message(
+            topic=pb.Resource(resource_namespace=namespace, name=self.topic),
+            user_properties=dict(self.properties),
+            system_properties=sp,
+            body=self.body,
+        )
+
+
+_HOSTNAME = socket.gethostname()
+
+
+@dataclass(frozen=True)
+class SendReceipt:
+    """The broker's answer for one sent message."""
+
+    message_id: str
+    offset: int
+    endpoint: str
+    queue_id: int
+    transaction_id: str = ""
+    recall_handle: str = ""
+
+
+@dataclass
+class MessageView:
+    """A received message. ``receipt_handle`` changes after ``change_invisible_duration``."""
+
+    message_id: str
+    topic: str
+    body: bytes
+    tag: str | None
+    keys: list[str]
+    properties: dict[str, str]
+    message_group: str | None
+    delivery_timestamp: float | None
+    born_host: str
+    born_timestamp: float
+    delivery_attempt: int
+    receipt_handle: str
+    queue_id: int
+    queue_offset: int
+    corrupted: bool = False
+    endpoint: str = ""  # broker endpoint to ack at
+    namespace: str = ""
+
+    @classmethod
+    def from_pb(cls, m: pb.Message, endpoint: str) -> MessageView:
+        sp = m.system_properties
+        body = m.body
+        corrupted = False
+        if sp.body_encoding == pb.Encoding.GZIP:
+            try:
+                body = gzip.decompress(body)
+            except (OSError, EOFError, zlib.error):
+                corrupted = True
+        if sp.HasField("body_digest") and not corrupted:
+            corrupted = not _digest_ok(m.body, sp.body_digest)
+        return cls(
+            message_id=sp.message_id,
+            topic=m.topic.name,
+            body=body,
+            tag=sp.tag if sp.HasField("tag") else None,
+            keys=list(sp.keys),
+            properties=dict(m.user_properties),
+            message_group=sp.message_group if sp.HasField("message_group") else None,
+            delivery_timestamp=(sp.delivery_timestamp.ToMilliseconds() / 1000
+                                if sp.HasField("delivery_timestamp") else None),
+            born_host=sp.born_host,
+            born_timestamp=sp.born_timestamp.ToMilliseconds() / 1000,
+            delivery_attempt=sp.delivery_attempt if sp.HasField("delivery_attempt") else 1,
+            receipt_handle=sp.receipt_handle,
+            queue_id=sp.queue_id,
+            queue_offset=sp.queue_offset,
+            corrupted=corrupted,
+            endpoint=endpoint,
+            namespace=m.topic.resource_namespace,
+        )
+
+
+def _digest_ok(body: bytes, digest: pb.Digest) -> bool:
+    want = digest.checksum.strip()
+    if digest.type == pb.DigestType.MD5:
+        return hashlib.md5(body).hexdigest().upper() == want.upper()
+    if digest.type == pb.DigestType.SHA1:
+        return hashlib.sha1(body).hexdigest().upper() == want.upper()
+    if digest.type == pb.DigestType.CRC32:
+        crc = zlib.crc32(body) & 0xFFFFFFFF
+        # SDKs disagree on the format: padded/unpadded hex or decimal.
+        return want.upper() in {f"{crc:08X}", f"{crc:X}", str(crc)}
+    return True

@@ -1,0 +1,354 @@
+"""Push consumers: the SDK receives, calls your listener on a pool of ``consumption_threads``, and
+acks on :attr:`ConsumeResult.SUCCESS`. On FAILURE (or an exception) the message is made visible
+again after the group's backoff delay (``ChangeInvisibleDuration``); once it has been delivered
+``max_attempts`` times it is forwarded to the dead-letter queue. FIFO groups consume one message at a
+time per assigned queue and retry locally, so order is kept.
+
+Flow control: receiving pauses while the messages received but not yet acked/nacked exceed
+``max_cache_message_count`` or ``max_cache_message_size_bytes``. The count bound is strict (each
+receive asks for at most the remaining room); the byte bound may be overshot by one batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import enum
+import inspect
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Union
+
+from mqcloud._consumer import ConsumerBase
+from mqcloud._loop import LoopThread
+from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
+from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
+from mqcloud.backoff import RetryBackoff
+from mqcloud.config import ClientConfig, endpoints_key
+from mqcloud.errors import (
+    ForbiddenError,
+    IllegalStateError,
+    InternalError,
+    MQClientError,
+    TransportError,
+    check_status,
+)
+from mqcloud.message import FilterExpression, MessageView
+
+__all__ = ("AsyncPushConsumer", "ConsumeResult", "MessageListener", "PushConsumer")
+
+log = logging.getLogger("mqcloud.push_consumer")
+
+ASSIGNMENT_SECONDS = 5.0
+RECEIVE_ERROR_PAUSE = 1.0
+
+# The broker's default when its settings reply carries no policy (RocketMQ's 1s ... 2h ladder).
+DEFAULT_CONSUMER_BACKOFF = RetryBackoff(
+    max_attempts=17,
+    customized=(1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200),
+)
+
+
+class ConsumeResult(enum.Enum):
+    SUCCESS = "SUCCESS"
+    FAILURE = "FAILURE"
+
+
+MessageListener = Callable[[MessageView], Union[ConsumeResult, Awaitable[ConsumeResult]]]  # noqa: UP007
+
+
+class AsyncPushConsumer(ConsumerBase):
+    """``listener(message) -> ConsumeResult`` may be a plain function (run on a thread pool of
+    ``consumption_threads``) or a coroutine function (at most ``consumption_threads`` at once)."""
+
+    client_type = pb.ClientType.PUSH_CONSUMER
+    settings_wait = 10.0
+
+    def __init__(
+        self,
+        config: ClientConfig,
+        group: str,
+        subscriptions: Mapping[str, FilterExpression | str],
+        listener: MessageListener,
+        *,
+        consumption_threads: int = 20,
+        max_cache_message_count: int = 1024,
+        max_cache_message_size_bytes: int = 64 * 1024 * 1024,
+        invisible_duration: float = 30.0,
+    ) -> None:
+        super().__init__(config, group, subscriptions)
+        if consumption_threads < 1 or max_cache_message_count < 1 or max_cache_message_size_bytes < 1:
+            raise ValueError("consumption_threads and cache bounds must be positive")
+        self.listener = listener
+        self.consumption_threads = consumption_threads
+        self.max_cache_message_count = max_cache_message_count
+        self.max_cache_message_size_bytes = max_cache_message_size_bytes
+        self.invisible_duration = invisible_duration
+        self.backoff = DEFAULT_CONSUMER_BACKOFF
+        self.receive_batch_size = 32
+        self.long_polling_timeout = 20.0
+        self.fifo = False
+        self.cached_message_count = 0
+        self.cached_message_bytes = 0
+        self._space = asyncio.Condition()
+        self._sem = asyncio.Semaphore(consumption_threads)
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._loops: dict[tuple[str, int, str], asyncio.Task[None]] = {}
+        self._inflight: set[asyncio.Task[None]] = set()
+
+    def _settings(self) -> pb.Settings:
+        s = self._base_settings()
+        s.subscription.CopyFrom(self._subscription())
+        return s
+
+    def _apply_settings(self, settings: pb.Settings) -> None:
+        if settings.HasField("backoff_policy"):
+            self.backoff = RetryBackoff.from_pb(settings.backoff_policy, DEFAULT_CONSUMER_BACKOFF)
+        if settings.HasField("subscription"):
+            sub = settings.subscription
+            if sub.receive_batch_size > 0:
+                self.receive_batch_size = sub.receive_batch_size
+            if sub.HasField("long_polling_timeout") and sub.long_polling_timeout.ToNanoseconds() > 0:
+                self.long_polling_timeout = sub.long_polling_timeout.ToNanoseconds() / 1e9
+            self.fifo = sub.fifo
+
+    async def start(self) -> None:
+        self._sem = asyncio.Semaphore(self.consumption_threads)
+        self._space = asyncio.Condition()
+        if not inspect.iscoroutinefunction(self.listener):
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                self.consumption_threads, thread_name_prefix="mqcloud-consume")
+        await super().start()
+        await self._refresh_assignments()
+        self._spawn(self._assignment_loop())
+
+    # --- assignments ------------------------------------------------------------------------
+    async def _assignment_loop(self) -> None:
+        while True:
+            await asyncio.sleep(ASSIGNMENT_SECONDS)
+            await self._refresh_assignments()
+
+    async def _refresh_assignments(self) -> None:
+        for topic in list(self.subscriptions):
+            try:
+                queues = await self._query_assignment(topic)
+            except MQClientError as e:
+                log.warning("QueryAssignment for %s failed: %s", topic, e)
+                continue
+            wanted = {(topic, q.id, endpoints_key(q.broker.endpoints)): q for q in queues}
+            for key, task in list(self._loops.items()):
+                if key[0] == topic and key not in wanted:
+                    task.cancel()
+                    del self._loops[key]
+            for key, q in wanted.items():
+                if key not in self._loops:
+                    self._loops[key] = self._spawn(self._receive_loop(topic, q))
+
+    async def _query_assignment(self, topic: str) -> list[pb.MessageQueue]:
+        route = await self._route(topic)
+        endpoints = sorted(route.endpoints())
+        if not endpoints:
+            raise ForbiddenError(f"topic {topic} has no broker", 40300)
+        req = svc.QueryAssignmentRequest(topic=self.resource(topic), group=self._group(),
+                                         endpoints=self.config.access_point())
+        resp = await self.rpc.unary(endpoints[0], "QueryAssignment", req)
+        check_status(resp.status)
+        return [a.message_queue for a in resp.assignments
+                if a.message_queue.permission in (pb.Permission.READ, pb.Permission.READ_WRITE)]
+
+    # --- receive / flow control -------------------------------------------------------------
+    def _room(self) -> int:
+        if self.cached_message_bytes >= self.max_cache_message_size_bytes:
+            return 0
+        return self.max_cache_message_count - self.cached_message_count
+
+    async def _receive_loop(self, topic: str, queue: pb.MessageQueue) -> None:
+        while True:
+            async with self._space:
+                await self._space.wait_for(lambda: self._room() > 0)
+                batch = min(self.receive_batch_size, self._room())
+            flt = self.subscriptions.get(topic)
+            if flt is None:
+                return
+            try:
+                messages = await self._receive(
+                    queue, flt, batch, self.invisible_duration, self.long_polling_timeout,
+                    auto_renew=True, attempt_id=str(uuid.uuid4()))
+            except MQClientError as e:
+                if not (isinstance(e, TransportError) and e.grpc_code == "DEADLINE_EXCEEDED"):
+                    log.warning("receive from %s failed: %s", topic, e)
+                await asyncio.sleep(RECEIVE_ERROR_PAUSE)
+                continue
+            if not messages:
+                continue
+            async with self._space:
+                self.cached_message_count += len(messages)
+                self.cached_message_bytes += sum(len(m.body) for m in messages)
+            if self.fifo:
+                for m in messages:
+                    await self._consume_fifo(m)
+            else:
+                for m in messages:
+                    task = asyncio.create_task(self._consume(m))
+                    self._inflight.add(task)
+                    task.add_done_callback(self._inflight.discard)
+
+    async def _release(self, m: MessageView) -> None:
+        async with self._space:
+            self.cached_message_count -= 1
+            self.cached_message_bytes -= len(m.body)
+            self._space.notify_all()
+
+    # --- consumption ------------------------------------------------------------------------
+    async def _call_listener(self, m: MessageView) -> ConsumeResult:
+        async with self._sem:
+            try:
+                if self._executor is None:
+                    result = self.listener(m)
+                    if inspect.isawaitable(result):
+                        result = await result
+                else:
+                    loop = asyncio.get_running_loop()
+                    result = await loop.run_in_executor(self._executor, self.listener, m)
+            except Exception:
+                log.exception("listener raised for message %s", m.message_id)
+                return ConsumeResult.FAILURE
+        return result if isinstance(result, ConsumeResult) else ConsumeResult.FAILURE
+
+    async def _consume(self, m: MessageView) -> None:
+        try:
+            if m.corrupted:
+                await self._forward_to_dlq(m)
+                return
+            result = await self._call_listener(m)
+            if result is ConsumeResult.SUCCESS:
+                await self._ack_with_retry(m)
+            elif m.delivery_attempt >= self.backoff.max_attempts:
+                await self._forward_to_dlq(m)
+            else:
+                await self._nack(m, self.backoff.delay(m.delivery_attempt))
+        except MQClientError as e:
+            log.warning("settling message %s failed: %s", m.message_id, e)
+        finally:
+            await self._release(m)
+
+    async def _consume_fifo(self, m: MessageView) -> None:
+        try:
+            attempt = m.delivery_attempt
+            while True:
+                result = (ConsumeResult.FAILURE if m.corrupted else await self._call_listener(m))
+                if result is ConsumeResult.SUCCESS:
+                    await self._ack_with_retry(m)
+                    return
+                if attempt >= self.backoff.max_attempts or m.corrupted:
+                    await self._forward_to_dlq(m)
+                    return
+                await asyncio.sleep(self.backoff.delay(attempt))
+                attempt += 1
+                m.delivery_attempt = attempt
+        except MQClientError as e:
+            log.warning("settling FIFO message %s failed: %s", m.message_id, e)
+        finally:
+            await self._release(m)
+
+    async def _ack_with_retry(self, m: MessageView, attempts: int = 3) -> None:
+        for i in range(attempts):
+            try:
+                await self.ack(m)
+                return
+            except (TransportError, InternalError):
+                if i == attempts - 1:
+                    raise
+                await asyncio.sleep(0.2 * (i + 1))
+
+    async def _nack(self, m: MessageView, delay: float) -> None:
+        await self.change_invisible_duration(m, delay)
+
+    async def _forward_to_dlq(self, m: MessageView) -> None:
+        req = svc.ForwardMessageToDeadLetterQueueRequest(
+            group=self._group(), topic=self.resource(m.topic), receipt_handle=m.receipt_handle,
+            message_id=m.message_id, delivery_attempt=m.delivery_attempt,
+            max_delivery_attempts=self.backoff.max_attempts,
+        )
+        resp = await self.rpc.unary(m.endpoint, "ForwardMessageToDeadLetterQueue", req)
+        check_status(resp.status)
+
+    async def shutdown(self, drain_timeout: float = 10.0) -> None:
+        for task in self._loops.values():
+            task.cancel()
+        await asyncio.gather(*self._loops.values(), return_exceptions=True)
+        self._loops.clear()
+        if self._inflight:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*self._inflight, return_exceptions=True),
+                                       drain_timeout)
+        await super().shutdown()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+class PushConsumer:
+    """Blocking flavour of :class:`AsyncPushConsumer`: ``start()`` returns once receiving has
+    begun; the listener runs on a thread pool. Use as a context manager or call ``shutdown()``."""
+
+    def __init__(
+        self,
+        config: ClientConfig,
+        group: str,
+        subscriptions: Mapping[str, FilterExpression | str],
+        listener: MessageListener,
+        *,
+        consumption_threads: int = 20,
+        max_cache_message_count: int = 1024,
+        max_cache_message_size_bytes: int = 64 * 1024 * 1024,
+        invisible_duration: float = 30.0,
+    ) -> None:
+        self._args = (config, group, subscriptions, listener)
+        self._kwargs = {
+            "consumption_threads": consumption_threads,
+            "max_cache_message_count": max_cache_message_count,
+            "max_cache_message_size_bytes": max_cache_message_size_bytes,
+            "invisible_duration": invisible_duration,
+        }
+        self._core: AsyncPushConsumer | None = None
+        self._loop: LoopThread | None = None
+
+    @property
+    def core(self) -> AsyncPushConsumer:
+        if self._core is None:
+            raise IllegalStateError("push consumer is not started")
+        return self._core
+
+    def start(self) -> PushConsumer:
+        if self._loop is not None:
+            return self
+        self._loop = LoopThread("mqcloud-push-consumer")
+
+        async def _make() -> AsyncPushConsumer:
+            # created on the loop so its asyncio primitives bind to it
+            return AsyncPushConsumer(*self._args, **self._kwargs)  # type: ignore[arg-type]
+
+        self._core = self._loop.run(_make())
+        try:
+            self._loop.run(self._core.start())
+        except BaseException:
+            self.shutdown()
+            raise
+        return self
+
+    def shutdown(self) -> None:
+        lt, self._loop = self._loop, None
+        if lt is None or self._core is None:
+            return
+        try:
+            lt.run(self._core.shutdown(), 30)
+        finally:
+            lt.stop()
+
+    def __enter__(self) -> PushConsumer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
