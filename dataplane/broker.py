@@ -33,7 +33,9 @@ def _open_store(settings: BrokerSettings) -> Any:
         return SimpleMessageStore(
             MessageStoreConfig(
                 store_dir=store_dir,
-                flush_disk_type=FlushDiskType.SYNC_FLUSH if settings.flush == "sync" else FlushDiskType.ASYNC_FLUSH,
+                flush_disk_type=FlushDiskType.SYNC_FLUSH
+                if settings.flush == "sync"
+                else FlushDiskType.ASYNC_FLUSH,
             )
         )
     from dataplane.store import FlushDiskType as StoreFlush
@@ -77,11 +79,16 @@ class Broker:
         )
 
     def _initial_offset(self, group: str, topic: str, queue_id: int) -> int:
-        committed = int(self.store.consumer_offsets.query(group, topic, queue_id))
+        committed = self.committed_offset(group, topic, queue_id)
         if committed >= 0:
             return committed
         # A new group starts from the first message still stored (documented in docs/broker.md).
         return int(self.store.get_min_offset_in_queue(topic, queue_id))
+
+    def committed_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """The store's committed offset of a group on a queue, -1 when there is none."""
+        value = self.store.consumer_offsets.query(group, topic, queue_id)
+        return -1 if value is None or value < 0 else int(value)
 
     def begin_shutdown(self) -> None:
         """Stop long polls and Telemetry streams so the gRPC grace period is not spent waiting."""

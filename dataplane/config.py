@@ -55,10 +55,7 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> BrokerSe
     file_values: dict[str, Any] = {}
     if config_file is not None:
         text = config_file.read_text()
-        if config_file.suffix == ".json":
-            file_values = json.loads(text)
-        else:
-            file_values = tomllib.loads(text)
+        file_values = json.loads(text) if config_file.suffix == ".json" else tomllib.loads(text)
         file_values = dict(file_values.get("broker", file_values))
     merged = {**file_values, **{k: v for k, v in overrides.items() if v is not None}}
     return BrokerSettings(**merged)

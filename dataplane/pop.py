@@ -137,7 +137,9 @@ class PopState:
                 "t": t,
                 "q": q,
                 "next": pos.next_offset,
-                "inflight": [[e.offset, e.nonce, e.attempt, e.invisible_until_ms] for e in pos.in_flight.values()],
+                "inflight": [
+                    [e.offset, e.nonce, e.attempt, e.invisible_until_ms] for e in pos.in_flight.values()
+                ],
             }
             for (g, t, q), pos in self._positions.items()
         ]
@@ -187,15 +189,31 @@ class PopState:
             self._on_commit(group, topic, queue_id, after)
 
     def deliver(
-        self, group: str, topic: str, queue_id: int, offset: int, attempt: int, until_ms: int, next_offset: int
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        attempt: int,
+        until_ms: int,
+        next_offset: int,
     ) -> InFlight:
         """Record a (re)delivery of ``offset``; returns the entry with its new nonce."""
         pos = self.position(group, topic, queue_id)
         before = pos.committed()
         nonce = new_nonce()
         self._write(
-            {"op": "pop", "g": group, "t": topic, "q": queue_id, "o": offset, "n": nonce, "a": attempt,
-             "u": until_ms, "next": max(next_offset, pos.next_offset)}
+            {
+                "op": "pop",
+                "g": group,
+                "t": topic,
+                "q": queue_id,
+                "o": offset,
+                "n": nonce,
+                "a": attempt,
+                "u": until_ms,
+                "next": max(next_offset, pos.next_offset),
+            }
         )
         self._commit(group, topic, queue_id, before)
         return pos.in_flight[offset]

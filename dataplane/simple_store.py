@@ -45,8 +45,8 @@ class SimpleConsumerOffsets:
         with self._lock:
             self._table[f"{topic}@{group}@{queue_id}"] = offset
 
-    def query(self, group: str, topic: str, queue_id: int) -> int:
-        return self._table.get(f"{topic}@{group}@{queue_id}", -1)
+    def query(self, group: str, topic: str, queue_id: int) -> int | None:
+        return self._table.get(f"{topic}@{group}@{queue_id}")
 
     def persist(self) -> None:
         with self._lock:
@@ -171,7 +171,9 @@ class SimpleMessageStore:
         queue = self._queues.get((topic, queue_id), [])
         max_offset = len(queue)
         if offset >= max_offset:
-            status = GetMessageStatus.NO_MESSAGE_IN_QUEUE if not queue else GetMessageStatus.OFFSET_OVERFLOW_ONE
+            status = (
+                GetMessageStatus.NO_MESSAGE_IN_QUEUE if not queue else GetMessageStatus.OFFSET_OVERFLOW_ONE
+            )
             return GetResult(status, [], max_offset, 0, max_offset)
         out: list[StoredMessage] = []
         size = 0

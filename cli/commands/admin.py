@@ -1,9 +1,221 @@
-"""``mqctl admin``: drive a broker's admin gRPC API."""
+"""``mqctl admin``: drive a broker's admin gRPC API (mqcloud.admin.v1.BrokerAdmin)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated, Any
+
 import typer
+
+if TYPE_CHECKING:
+    from mqcloud.admin_client import BrokerAdminClient
 
 __all__ = ("app",)
 
 app = typer.Typer(no_args_is_help=True)
+topic_app = typer.Typer(no_args_is_help=True, help="Topics: create, update, delete, list, stats.")
+group_app = typer.Typer(no_args_is_help=True, help="Consumer groups: create, update, delete, list, stats.")
+app.add_typer(topic_app, name="topic")
+app.add_typer(group_app, name="group")
+
+_state: dict[str, Any] = {"broker": "127.0.0.1:8081", "json": False}
+
+TOPIC_COLUMNS = ("name", "queue_count", "message_type", "retention_hours", "max_message_bytes", "namespace")
+GROUP_COLUMNS = ("name", "fifo", "max_delivery_attempts", "broadcast", "namespace")
+
+
+@app.callback()
+def main(
+    broker: Annotated[
+        str, typer.Option("--broker", envvar="MQCTL_BROKER", help="Broker HOST:PORT [MQCTL_BROKER]")
+    ] = "127.0.0.1:8081",
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables")] = False,
+) -> None:
+    _state["broker"] = broker
+    _state["json"] = json_output
+
+
+@contextmanager
+def _client() -> Iterator[BrokerAdminClient]:
+    from cli.output import abort
+    from mqcloud.admin_client import BrokerAdminClient, BrokerAdminError
+
+    client = BrokerAdminClient(_state["broker"])
+    try:
+        yield client
+    except BrokerAdminError as exc:
+        abort(f"{exc.code}: {exc.message}")
+    finally:
+        client.close()
+
+
+def _show(rows: list[dict[str, Any]], columns: tuple[str, ...], title: str | None = None) -> None:
+    from cli.output import print_json, print_table
+
+    if _state["json"]:
+        print_json(rows)
+    else:
+        print_table(rows, columns, title=title)
+
+
+def _dicts(messages: Any) -> list[dict[str, Any]]:
+    from mqcloud.admin_client import to_dict
+
+    return [to_dict(m) for m in messages]
+
+
+Name = Annotated[str, typer.Argument(help="Qualified name ns%name (or bare name with --namespace)")]
+
+
+@topic_app.command("create")
+def topic_create(
+    name: Name,
+    queues: Annotated[int, typer.Option("--queues")] = 8,
+    message_type: Annotated[
+        str, typer.Option("--type", help="NORMAL|FIFO|DELAY|TRANSACTION|MIXED")
+    ] = "NORMAL",
+    retention_hours: Annotated[int, typer.Option("--retention-hours")] = 0,
+    max_message_bytes: Annotated[int, typer.Option("--max-message-bytes")] = 0,
+    namespace: Annotated[str, typer.Option("--namespace")] = "",
+) -> None:
+    """Create a topic."""
+    with _client() as c:
+        topic = c.create_topic(
+            name,
+            queue_count=queues,
+            message_type=message_type,
+            retention_hours=retention_hours,
+            max_message_bytes=max_message_bytes,
+            namespace=namespace,
+        )
+        _show(_dicts([topic]), TOPIC_COLUMNS)
+
+
+@topic_app.command("update")
+def topic_update(
+    name: Name,
+    queues: Annotated[int | None, typer.Option("--queues")] = None,
+    message_type: Annotated[str | None, typer.Option("--type")] = None,
+    retention_hours: Annotated[int | None, typer.Option("--retention-hours")] = None,
+    max_message_bytes: Annotated[int | None, typer.Option("--max-message-bytes")] = None,
+) -> None:
+    """Change a topic (only the options given)."""
+    with _client() as c:
+        topic = c.update_topic(
+            name,
+            queue_count=queues,
+            message_type=message_type,
+            retention_hours=retention_hours,
+            max_message_bytes=max_message_bytes,
+        )
+        _show(_dicts([topic]), TOPIC_COLUMNS)
+
+
+@topic_app.command("delete")
+def topic_delete(name: Name) -> None:
+    """Delete a topic's configuration (stored messages age out by retention)."""
+    from cli.output import success
+
+    with _client() as c:
+        c.delete_topic(name)
+    success(f"topic {name} deleted")
+
+
+@topic_app.command("list")
+def topic_list(namespace: Annotated[str, typer.Option("--namespace")] = "") -> None:
+    """List topics."""
+    with _client() as c:
+        _show(_dicts(c.list_topics(namespace)), TOPIC_COLUMNS)
+
+
+@topic_app.command("stats")
+def topic_stats(name: Name) -> None:
+    """Per-queue min/max offsets and last store time."""
+    with _client() as c:
+        stats = c.topic_stats(name)
+        _show(
+            _dicts(stats.queues), ("queue_id", "min_offset", "max_offset", "last_store_time_ms"), title=name
+        )
+
+
+@group_app.command("create")
+def group_create(
+    name: Name,
+    fifo: Annotated[bool, typer.Option("--fifo")] = False,
+    max_attempts: Annotated[int, typer.Option("--max-delivery-attempts")] = 0,
+    broadcast: Annotated[bool, typer.Option("--broadcast")] = False,
+    namespace: Annotated[str, typer.Option("--namespace")] = "",
+    retry_delays_ms: Annotated[str, typer.Option("--retry-delays-ms", help="comma-separated delays")] = "",
+) -> None:
+    """Create a consumer group."""
+    delays = [int(d) for d in retry_delays_ms.split(",") if d.strip()] or None
+    with _client() as c:
+        group = c.create_group(
+            name,
+            fifo=fifo,
+            max_delivery_attempts=max_attempts,
+            broadcast=broadcast,
+            namespace=namespace,
+            retry_delays_ms=delays,
+        )
+        _show(_dicts([group]), GROUP_COLUMNS)
+
+
+@group_app.command("update")
+def group_update(
+    name: Name,
+    fifo: Annotated[bool | None, typer.Option("--fifo/--no-fifo")] = None,
+    max_attempts: Annotated[int | None, typer.Option("--max-delivery-attempts")] = None,
+    broadcast: Annotated[bool | None, typer.Option("--broadcast/--no-broadcast")] = None,
+    retry_delays_ms: Annotated[str, typer.Option("--retry-delays-ms")] = "",
+) -> None:
+    """Change a consumer group (only the options given)."""
+    delays = [int(d) for d in retry_delays_ms.split(",") if d.strip()] or None
+    with _client() as c:
+        group = c.update_group(
+            name, fifo=fifo, max_delivery_attempts=max_attempts, broadcast=broadcast, retry_delays_ms=delays
+        )
+        _show(_dicts([group]), GROUP_COLUMNS)
+
+
+@group_app.command("delete")
+def group_delete(name: Name) -> None:
+    """Delete a consumer group."""
+    from cli.output import success
+
+    with _client() as c:
+        c.delete_group(name)
+    success(f"group {name} deleted")
+
+
+@group_app.command("list")
+def group_list(namespace: Annotated[str, typer.Option("--namespace")] = "") -> None:
+    """List consumer groups."""
+    with _client() as c:
+        _show(_dicts(c.list_groups(namespace)), GROUP_COLUMNS)
+
+
+@group_app.command("stats")
+def group_stats(name: Name, topic: Annotated[str, typer.Option("--topic")] = "") -> None:
+    """Committed offset, lag (messages and ms) and in-flight count per topic queue."""
+    with _client() as c:
+        stats = c.group_stats(name, topic)
+        _show(
+            _dicts(stats.queues),
+            ("topic", "queue_id", "committed_offset", "max_offset", "lag_messages", "lag_ms", "in_flight"),
+            title=name,
+        )
+
+
+@app.command("clients")
+def clients(
+    namespace: Annotated[str, typer.Option("--namespace")] = "",
+    group: Annotated[str, typer.Option("--group")] = "",
+) -> None:
+    """Clients connected to the broker."""
+    with _client() as c:
+        _show(
+            _dicts(c.list_clients(namespace, group)),
+            ("client_id", "language", "version", "address", "client_type", "group", "last_heartbeat_ms"),
+        )

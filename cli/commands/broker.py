@@ -14,12 +14,15 @@ app = typer.Typer(no_args_is_help=True)
 
 @app.command("start")
 def start(
-    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Data directory [MQ_BROKER_DATA_DIR]")] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option("--data-dir", help="Data directory [MQ_BROKER_DATA_DIR]")
+    ] = None,
     listen: Annotated[str | None, typer.Option("--listen", help="gRPC HOST:PORT [MQ_BROKER_LISTEN]")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="TOML or JSON settings file")] = None,
     flush: Annotated[str | None, typer.Option("--flush", help="sync | async [MQ_BROKER_FLUSH]")] = None,
     metrics_listen: Annotated[
-        str | None, typer.Option("--metrics-listen", help="Prometheus HOST:PORT, 0 disables [MQ_BROKER_METRICS_LISTEN]")
+        str | None,
+        typer.Option("--metrics-listen", help="Prometheus HOST:PORT, 0 disables [MQ_BROKER_METRICS_LISTEN]"),
     ] = None,
     store_engine: Annotated[
         str | None, typer.Option("--store-engine", help="commitlog | simple [MQ_BROKER_STORE_ENGINE]")

@@ -44,7 +44,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         return await produce.send_message(self.broker, request, header_namespace(context), context.peer())
 
     @unary(svc.QueryAssignmentResponse)
-    async def QueryAssignment(self, request: svc.QueryAssignmentRequest, context: Any) -> svc.QueryAssignmentResponse:
+    async def QueryAssignment(
+        self, request: svc.QueryAssignmentRequest, context: Any
+    ) -> svc.QueryAssignmentResponse:
         authorize(context, "sub", request.topic.name)
         return route.query_assignment(self.broker, request, header_namespace(context))
 
@@ -53,7 +55,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     ) -> AsyncIterator[svc.ReceiveMessageResponse]:
         self.broker.clients.touch(context.invocation_metadata(), context.peer())
         authorize(context, "sub", request.message_queue.topic.name)
-        async for response in consume.receive_message(self.broker, request, context, header_namespace(context)):
+        async for response in consume.receive_message(
+            self.broker, request, context, header_namespace(context)
+        ):
             yield response
 
     @unary(svc.AckMessageResponse)
@@ -68,7 +72,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         authorize(context, "sub", request.topic.name)
         return await consume.forward_to_dlq(self.broker, request, header_namespace(context))
 
-    async def PullMessage(self, request: svc.PullMessageRequest, context: Any) -> AsyncIterator[svc.PullMessageResponse]:
+    async def PullMessage(
+        self, request: svc.PullMessageRequest, context: Any
+    ) -> AsyncIterator[svc.PullMessageResponse]:
         self.broker.clients.touch(context.invocation_metadata(), context.peer())
         authorize(context, "sub", request.message_queue.topic.name)
         async for response in offsets.pull_message(self.broker, request, context, header_namespace(context)):
@@ -87,7 +93,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         return offsets.query_offset(self.broker, request, header_namespace(context))
 
     @unary(svc.EndTransactionResponse)
-    async def EndTransaction(self, request: svc.EndTransactionRequest, context: Any) -> svc.EndTransactionResponse:
+    async def EndTransaction(
+        self, request: svc.EndTransactionRequest, context: Any
+    ) -> svc.EndTransactionResponse:
         raise NotImplementedYet("transactions are not supported by this broker yet")
 
     async def Telemetry(
@@ -113,7 +121,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         return consume.change_invisible_duration(self.broker, request, header_namespace(context))
 
     @unary(svc.RecallMessageResponse)
-    async def RecallMessage(self, request: svc.RecallMessageRequest, context: Any) -> svc.RecallMessageResponse:
+    async def RecallMessage(
+        self, request: svc.RecallMessageRequest, context: Any
+    ) -> svc.RecallMessageResponse:
         raise NotImplementedYet("recalling delay messages arrives with timer support")
 
     @unary(svc.SyncLiteSubscriptionResponse)

@@ -185,7 +185,9 @@ class BrokerAdminServicer(admin_pb2_grpc.BrokerAdminServicer):
                 changes[field] = getattr(request, field)
         if request.HasField("retry_policy"):
             changes["retry_policy"] = _retry_dict(request.retry_policy)
-        return a.UpdateGroupResponse(group=_group_pb(self.broker.metadata.update_group(request.name, changes)))
+        return a.UpdateGroupResponse(
+            group=_group_pb(self.broker.metadata.update_group(request.name, changes))
+        )
 
     @_guard
     async def DeleteGroup(self, request: a.DeleteGroupRequest, context: Any) -> a.DeleteGroupResponse:
@@ -229,7 +231,7 @@ class BrokerAdminServicer(admin_pb2_grpc.BrokerAdminServicer):
                 committed = pos.committed()
                 in_flight = len(pos.in_flight)
             else:
-                committed = int(store.consumer_offsets.query(request.group, t, q))
+                committed = self.broker.committed_offset(request.group, t, q)
                 committed = committed if committed >= 0 else int(store.get_min_offset_in_queue(t, q))
                 in_flight = 0
             lag = max(high - committed, 0)
@@ -240,8 +242,13 @@ class BrokerAdminServicer(admin_pb2_grpc.BrokerAdminServicer):
                     lag_ms = max(now - result.messages[0].store_timestamp, 0)
             out.queues.append(
                 a.GroupQueueStats(
-                    topic=t, queue_id=q, committed_offset=committed, max_offset=high,
-                    lag_messages=lag, lag_ms=lag_ms, in_flight=in_flight,
+                    topic=t,
+                    queue_id=q,
+                    committed_offset=committed,
+                    max_offset=high,
+                    lag_messages=lag,
+                    lag_ms=lag_ms,
+                    in_flight=in_flight,
                 )
             )
             out.lag_messages += lag
@@ -259,9 +266,16 @@ class BrokerAdminServicer(admin_pb2_grpc.BrokerAdminServicer):
                 continue
             clients.append(
                 a.ClientInfo(
-                    client_id=s.client_id, language=s.language, version=s.version, address=s.address,
-                    client_type=pb.ClientType.Name(s.client_type) if s.client_type in pb.ClientType.values() else "",
-                    group=s.group, topics=sorted(s.topics), last_heartbeat_ms=s.last_seen_ms,
+                    client_id=s.client_id,
+                    language=s.language,
+                    version=s.version,
+                    address=s.address,
+                    client_type=pb.ClientType.Name(s.client_type)
+                    if s.client_type in pb.ClientType.values()
+                    else "",
+                    group=s.group,
+                    topics=sorted(s.topics),
+                    last_heartbeat_ms=s.last_seen_ms,
                     namespace=s.namespace or split(s.group)[0],
                 )
             )

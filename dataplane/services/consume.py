@@ -84,7 +84,9 @@ def to_v2_message(
     if attempt is not None:
         sp.delivery_attempt = attempt
     if invisible_ms is not None:
-        sp.invisible_duration.CopyFrom(duration_pb2.Duration(seconds=invisible_ms // 1000, nanos=(invisible_ms % 1000) * 1_000_000))
+        sp.invisible_duration.CopyFrom(
+            duration_pb2.Duration(seconds=invisible_ms // 1000, nanos=(invisible_ms % 1000) * 1_000_000)
+        )
     if p.P_DLQ_TOPIC in props:
         sp.dead_letter_queue.topic = props[p.P_DLQ_TOPIC]
         sp.dead_letter_queue.message_id = sp.message_id
@@ -167,18 +169,28 @@ async def _try_pop(
             if not matches(tags, stored.properties.get(p.P_TAGS)):
                 continue
             attempt = entry.attempt + 1
-            fresh = pop.deliver(group.name, topic, qid, entry.offset, attempt, now + invisible_ms, pos.next_offset)
+            fresh = pop.deliver(
+                group.name, topic, qid, entry.offset, attempt, now + invisible_ms, pos.next_offset
+            )
             out.append(_Popped(stored, fresh, attempt))
     # 2. New messages from each queue's cursor.
     for qid in order:
         if len(out) >= batch:
             break
         pos = pop.position(group.name, topic, qid)
-        result = broker.store.get_messages(topic, qid, pos.next_offset, max_count=batch - len(out), tag_filter=set(tags) if tags is not None else None)
+        result = broker.store.get_messages(
+            topic,
+            qid,
+            pos.next_offset,
+            max_count=batch - len(out),
+            tag_filter=set(tags) if tags is not None else None,
+        )
         if result.next_begin_offset < pos.next_offset and not result.messages:
             continue
         for stored in result.messages:
-            entry = pop.deliver(group.name, topic, qid, stored.queue_offset, 1, now + invisible_ms, stored.queue_offset + 1)
+            entry = pop.deliver(
+                group.name, topic, qid, stored.queue_offset, 1, now + invisible_ms, stored.queue_offset + 1
+            )
             out.append(_Popped(stored, entry, 1))
         pop.advance(group.name, topic, qid, result.next_begin_offset)
     return out
@@ -186,7 +198,11 @@ async def _try_pop(
 
 def _poll_deadline_ms(broker: Broker, request: svc.ReceiveMessageRequest, context: Any) -> int:
     s = broker.settings
-    poll = _duration_ms(request.long_polling_timeout) if request.HasField("long_polling_timeout") else s.default_long_polling_ms
+    poll = (
+        _duration_ms(request.long_polling_timeout)
+        if request.HasField("long_polling_timeout")
+        else s.default_long_polling_ms
+    )
     poll = min(max(poll, 0), s.max_long_polling_ms)
     poll = max(poll - s.long_polling_margin_ms, 0)
     remaining = context.time_remaining()
@@ -206,7 +222,11 @@ async def receive_message(
         group = broker.group(group_name)
         tags = parse_filter(request.filter_expression if request.HasField("filter_expression") else None)
         s = broker.settings
-        invisible_ms = _duration_ms(request.invisible_duration) if request.HasField("invisible_duration") else s.default_invisible_ms
+        invisible_ms = (
+            _duration_ms(request.invisible_duration)
+            if request.HasField("invisible_duration")
+            else s.default_invisible_ms
+        )
         if not 1000 <= invisible_ms <= s.max_invisible_ms:
             raise IllegalInvisibleTime(f"invisible duration must be 1 s..{s.max_invisible_ms // 1000} s")
         batch = request.batch_size or 32
@@ -217,7 +237,9 @@ async def receive_message(
         while not broker.closing:
             waiter = broker.waiter(topic_name)
             try:
-                popped = await _try_pop(broker, group, topic_name, topic.queue_count, tags, batch, invisible_ms)
+                popped = await _try_pop(
+                    broker, group, topic_name, topic.queue_count, tags, batch, invisible_ms
+                )
                 if popped:
                     break
                 now = _now_ms()
@@ -236,7 +258,9 @@ async def receive_message(
         yield svc.ReceiveMessageResponse(delivery_timestamp=_ts(_now_ms()))
         return
     if not popped:
-        yield svc.ReceiveMessageResponse(status=pb.Status(code=pb.Code.MESSAGE_NOT_FOUND, message="no new message"))
+        yield svc.ReceiveMessageResponse(
+            status=pb.Status(code=pb.Code.MESSAGE_NOT_FOUND, message="no new message")
+        )
         yield svc.ReceiveMessageResponse(delivery_timestamp=_ts(_now_ms()))
         return
     yield svc.ReceiveMessageResponse(status=ok_status())
@@ -244,12 +268,26 @@ async def receive_message(
     store_host = broker.settings.advertise or broker.settings.listen
     for item in popped:
         handle = broker.receipts.encode(
-            ReceiptHandle(group.name, topic_name, item.stored.queue_id, item.stored.queue_offset, item.entry.nonce, item.entry.invisible_until_ms)
+            ReceiptHandle(
+                group.name,
+                topic_name,
+                item.stored.queue_id,
+                item.stored.queue_offset,
+                item.entry.nonce,
+                item.entry.invisible_until_ms,
+            )
         )
         MESSAGES_OUT.labels(topic_name).inc()
         BYTES_OUT.labels(topic_name).inc(len(item.stored.body))
         yield svc.ReceiveMessageResponse(
-            message=to_v2_message(item.stored, echo, store_host=store_host, receipt_handle=handle, attempt=item.attempt, invisible_ms=invisible_ms)
+            message=to_v2_message(
+                item.stored,
+                echo,
+                store_host=store_host,
+                receipt_handle=handle,
+                attempt=item.attempt,
+                invisible_ms=invisible_ms,
+            )
         )
     yield svc.ReceiveMessageResponse(delivery_timestamp=_ts(_now_ms()))
 
@@ -265,7 +303,9 @@ def _checked_handle(broker: Broker, text: str, group: str, topic: str) -> tuple[
     return handle, entry
 
 
-def _group_and_topic(broker: Broker, group: pb.Resource, topic: pb.Resource, header_ns: str) -> tuple[str, str]:
+def _group_and_topic(
+    broker: Broker, group: pb.Resource, topic: pb.Resource, header_ns: str
+) -> tuple[str, str]:
     _, g = resolve(group, header_ns, kind="group")
     _, t = resolve(topic, header_ns)
     return g, t
@@ -305,13 +345,19 @@ def change_invisible_duration(
     group, topic = _group_and_topic(broker, request.group, request.topic, header_ns)
     invisible_ms = _duration_ms(request.invisible_duration)
     if not 0 <= invisible_ms <= broker.settings.max_invisible_ms:
-        raise IllegalInvisibleTime(f"invisible duration must be 0..{broker.settings.max_invisible_ms // 1000} s")
+        raise IllegalInvisibleTime(
+            f"invisible duration must be 0..{broker.settings.max_invisible_ms // 1000} s"
+        )
     handle, entry = _checked_handle(broker, request.receipt_handle, group, topic)
     assert broker.pop is not None
     until = _now_ms() + invisible_ms
     pos = broker.pop.position(group, topic, handle.queue_id)
-    fresh = broker.pop.deliver(group, topic, handle.queue_id, handle.offset, entry.attempt, until, pos.next_offset)
-    new_handle = broker.receipts.encode(ReceiptHandle(group, topic, handle.queue_id, handle.offset, fresh.nonce, until))
+    fresh = broker.pop.deliver(
+        group, topic, handle.queue_id, handle.offset, entry.attempt, until, pos.next_offset
+    )
+    new_handle = broker.receipts.encode(
+        ReceiptHandle(group, topic, handle.queue_id, handle.offset, fresh.nonce, until)
+    )
     if invisible_ms == 0:
         broker.wake(topic)
     return svc.ChangeInvisibleDurationResponse(status=ok_status(), receipt_handle=new_handle)
@@ -328,5 +374,3 @@ async def forward_to_dlq(
     if stored is not None:
         await _to_dlq(broker, group, stored)
     return svc.ForwardMessageToDeadLetterQueueResponse(status=ok_status())
-
-

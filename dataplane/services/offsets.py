@@ -27,7 +27,9 @@ def _queue(broker: Broker, mq: pb.MessageQueue, header_ns: str) -> tuple[str, st
     return ns, topic, mq.id
 
 
-def update_offset(broker: Broker, request: svc.UpdateOffsetRequest, header_ns: str) -> svc.UpdateOffsetResponse:
+def update_offset(
+    broker: Broker, request: svc.UpdateOffsetRequest, header_ns: str
+) -> svc.UpdateOffsetResponse:
     _, group = resolve(request.group, header_ns, kind="group")
     broker.group(group)
     _, topic, qid = _queue(broker, request.message_queue, header_ns)
@@ -48,9 +50,11 @@ def get_offset(broker: Broker, request: svc.GetOffsetRequest, header_ns: str) ->
     pos = broker.pop.peek(group, topic, qid)
     if pos is not None:
         return svc.GetOffsetResponse(status=ok_status(), offset=pos.committed())
-    committed = int(broker.store.consumer_offsets.query(group, topic, qid))
+    committed = broker.committed_offset(group, topic, qid)
     if committed < 0:
-        return svc.GetOffsetResponse(status=pb.Status(code=pb.Code.OFFSET_NOT_FOUND, message="no committed offset"))
+        return svc.GetOffsetResponse(
+            status=pb.Status(code=pb.Code.OFFSET_NOT_FOUND, message="no committed offset")
+        )
     return svc.GetOffsetResponse(status=ok_status(), offset=committed)
 
 
@@ -85,13 +89,23 @@ async def pull_message(
         batch = request.batch_size or 32
         if not 1 <= batch <= broker.settings.max_receive_batch:
             raise BadRequest(f"batch_size must be 1..{broker.settings.max_receive_batch}")
-        poll_ms = request.long_polling_timeout.seconds * 1000 + request.long_polling_timeout.nanos // 1_000_000
-        poll_ms = max(min(poll_ms, broker.settings.max_long_polling_ms) - broker.settings.long_polling_margin_ms, 0)
+        poll_ms = (
+            request.long_polling_timeout.seconds * 1000 + request.long_polling_timeout.nanos // 1_000_000
+        )
+        poll_ms = max(
+            min(poll_ms, broker.settings.max_long_polling_ms) - broker.settings.long_polling_margin_ms, 0
+        )
         deadline = time.monotonic() + poll_ms / 1000
         while True:
             waiter = broker.waiter(topic)
             try:
-                result = broker.store.get_messages(topic, qid, request.offset, max_count=batch, tag_filter=set(tags) if tags is not None else None)
+                result = broker.store.get_messages(
+                    topic,
+                    qid,
+                    request.offset,
+                    max_count=batch,
+                    tag_filter=set(tags) if tags is not None else None,
+                )
                 if result.messages or time.monotonic() >= deadline or broker.closing:
                     break
                 with contextlib.suppress(TimeoutError):
@@ -104,7 +118,9 @@ async def pull_message(
     if result.messages:
         yield svc.PullMessageResponse(status=ok_status())
     else:
-        yield svc.PullMessageResponse(status=pb.Status(code=pb.Code.MESSAGE_NOT_FOUND, message="no new message"))
+        yield svc.PullMessageResponse(
+            status=pb.Status(code=pb.Code.MESSAGE_NOT_FOUND, message="no new message")
+        )
     echo = pb.Resource(resource_namespace=ns, name=request.message_queue.topic.name)
     store_host = broker.settings.advertise or broker.settings.listen
     for stored in result.messages:

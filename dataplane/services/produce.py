@@ -39,8 +39,25 @@ P_ENCODING = "__MQ_ENCODING"
 P_NS = "__MQ_NS"
 P_DLQ_TOPIC = "__MQ_DLQ_ORIGIN_TOPIC"
 SYSTEM_PROPERTY_KEYS = frozenset(
-    {P_TAGS, P_KEYS, P_UNIQ, P_TYPE, P_GROUP, P_BORN_HOST, P_TRACE, P_ENCODING, P_NS, P_DLQ_TOPIC,
-     "DELAY", "TRAN_MSG", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID", "__STARTDELIVERTIME", "ORIGIN_MESSAGE_ID"}
+    {
+        P_TAGS,
+        P_KEYS,
+        P_UNIQ,
+        P_TYPE,
+        P_GROUP,
+        P_BORN_HOST,
+        P_TRACE,
+        P_ENCODING,
+        P_NS,
+        P_DLQ_TOPIC,
+        "DELAY",
+        "TRAN_MSG",
+        "RETRY_TOPIC",
+        "REAL_TOPIC",
+        "REAL_QID",
+        "__STARTDELIVERTIME",
+        "ORIGIN_MESSAGE_ID",
+    }
 )
 _FORBIDDEN_CHARS = ("\x00", "\x01", "\x02")
 
@@ -73,7 +90,9 @@ def _message_type(sp: pb.SystemProperties) -> int:
     return pb.MessageType.NORMAL
 
 
-def build_message(broker: Broker, message: pb.Message, header_ns: str, peer: tuple[str, int]) -> tuple[Any, int]:
+def build_message(
+    broker: Broker, message: pb.Message, header_ns: str, peer: tuple[str, int]
+) -> tuple[Any, int]:
     """Validate one v2 message and turn it into a MessageToStore; returns (message, body size)."""
     from dataplane.store.message import MessageToStore
 
@@ -141,7 +160,11 @@ def build_message(broker: Broker, message: pb.Message, header_ns: str, peer: tup
     if ns:
         properties[P_NS] = ns
     born_ms = sp.born_timestamp.seconds * 1000 + sp.born_timestamp.nanos // 1_000_000
-    queue_id = sp.queue_id if 0 <= sp.queue_id < topic.queue_count else _next_queue(broker, qualified, topic.queue_count)
+    queue_id = (
+        sp.queue_id
+        if 0 <= sp.queue_id < topic.queue_count
+        else _next_queue(broker, qualified, topic.queue_count)
+    )
     return (
         MessageToStore(
             topic=qualified,
@@ -164,7 +187,9 @@ def _next_queue(broker: Broker, topic: str, count: int) -> int:
     return n % count
 
 
-async def send_message(broker: Broker, request: svc.SendMessageRequest, header_ns: str, peer: str) -> svc.SendMessageResponse:
+async def send_message(
+    broker: Broker, request: svc.SendMessageRequest, header_ns: str, peer: str
+) -> svc.SendMessageResponse:
     """Store every valid message; each entry carries its own status, the top level the first failure."""
     if not request.messages:
         raise BadRequest("no messages in the request")

@@ -15,7 +15,12 @@ _ACCEPT: dict[TopicType, list[int]] = {
     TopicType.FIFO: [pb.MessageType.FIFO],
     TopicType.DELAY: [pb.MessageType.DELAY],
     TopicType.TRANSACTION: [pb.MessageType.TRANSACTION],
-    TopicType.MIXED: [pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION],
+    TopicType.MIXED: [
+        pb.MessageType.NORMAL,
+        pb.MessageType.FIFO,
+        pb.MessageType.DELAY,
+        pb.MessageType.TRANSACTION,
+    ],
 }
 
 
@@ -48,7 +53,9 @@ def broker_endpoints(broker: Broker, requested: pb.Endpoints | None) -> pb.Endpo
     return _address_endpoints(broker.settings.advertise or broker.settings.listen)
 
 
-def _queue(broker: Broker, topic: pb.Resource, config: TopicConfig, qid: int, endpoints: pb.Endpoints) -> pb.MessageQueue:
+def _queue(
+    broker: Broker, topic: pb.Resource, config: TopicConfig, qid: int, endpoints: pb.Endpoints
+) -> pb.MessageQueue:
     return pb.MessageQueue(
         topic=topic,
         id=qid,

@@ -133,7 +133,9 @@ async def telemetry(
                 if command.HasField("settings"):
                     try:
                         merged = _handle_settings(broker, command.settings, header_ns, client_id)
-                        reply = svc.TelemetryCommand(status=pb.Status(code=pb.Code.OK, message="OK"), settings=merged)
+                        reply = svc.TelemetryCommand(
+                            status=pb.Status(code=pb.Code.OK, message="OK"), settings=merged
+                        )
                     except BrokerError as exc:
                         reply = svc.TelemetryCommand(status=status_of(exc))
                     outbound.put_nowait(reply)

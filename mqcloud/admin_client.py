@@ -1,0 +1,202 @@
+"""A thin client of a broker's admin API (``mqcloud.admin.v1.BrokerAdmin``).
+
+Used by ``mqctl admin`` and the control plane. grpcio + protobuf only. Errors surface as
+:class:`BrokerAdminError` carrying the gRPC status code name (NOT_FOUND, ALREADY_EXISTS, ...).
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+
+from mqcloud.admin.v1 import admin_pb2 as a
+from mqcloud.admin.v1 import admin_pb2_grpc
+
+__all__ = ("BrokerAdminClient", "BrokerAdminError", "to_dict")
+
+MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")
+
+
+class BrokerAdminError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def to_dict(message: Any) -> dict[str, Any]:
+    """A response as a plain dict (field names as in the proto, defaults included)."""
+    return json_format.MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+
+
+def _retry_policy(
+    retry_initial_ms: int | None,
+    retry_max_ms: int | None,
+    retry_multiplier: float | None,
+    retry_delays_ms: list[int] | None,
+) -> a.RetryPolicy | None:
+    if retry_delays_ms:
+        return a.RetryPolicy(customized=a.CustomizedRetry(delays_ms=retry_delays_ms))
+    if retry_initial_ms is not None or retry_max_ms is not None or retry_multiplier is not None:
+        return a.RetryPolicy(
+            exponential=a.ExponentialRetry(
+                initial_ms=retry_initial_ms or 1000,
+                max_ms=retry_max_ms or 7_200_000,
+                multiplier=retry_multiplier or 2.0,
+            )
+        )
+    return None
+
+
+class BrokerAdminClient:
+    """``BrokerAdminClient("127.0.0.1:8081").create_topic("ns%orders", queue_count=8)``."""
+
+    def __init__(self, target: str, *, timeout: float = 10.0, channel: grpc.Channel | None = None) -> None:
+        self._channel = channel or grpc.insecure_channel(target)
+        self._stub = admin_pb2_grpc.BrokerAdminStub(self._channel)
+        self._timeout = timeout
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> BrokerAdminClient:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _call(self, method: str, request: Any) -> Any:
+        try:
+            return getattr(self._stub, method)(request, timeout=self._timeout)
+        except grpc.RpcError as exc:
+            code = exc.code()  # type: ignore[attr-defined]
+            raise BrokerAdminError(code.name if code else "UNKNOWN", exc.details() or "") from exc  # type: ignore[attr-defined]
+
+    # Topics
+
+    def create_topic(
+        self,
+        name: str,
+        *,
+        queue_count: int = 8,
+        message_type: str = "NORMAL",
+        retention_hours: int = 0,
+        max_message_bytes: int = 0,
+        namespace: str = "",
+    ) -> a.Topic:
+        topic = a.Topic(
+            name=name,
+            queue_count=queue_count,
+            message_type=a.TopicMessageType.Value(message_type.upper()),
+            retention_hours=retention_hours,
+            max_message_bytes=max_message_bytes,
+            namespace=namespace,
+        )
+        return self._call("CreateTopic", a.CreateTopicRequest(topic=topic)).topic
+
+    def update_topic(
+        self,
+        name: str,
+        *,
+        queue_count: int | None = None,
+        message_type: str | None = None,
+        retention_hours: int | None = None,
+        max_message_bytes: int | None = None,
+    ) -> a.Topic:
+        request = a.UpdateTopicRequest(name=name)
+        if queue_count is not None:
+            request.queue_count = queue_count
+        if message_type is not None:
+            request.message_type = a.TopicMessageType.Value(message_type.upper())
+        if retention_hours is not None:
+            request.retention_hours = retention_hours
+        if max_message_bytes is not None:
+            request.max_message_bytes = max_message_bytes
+        return self._call("UpdateTopic", request).topic
+
+    def delete_topic(self, name: str) -> None:
+        self._call("DeleteTopic", a.DeleteTopicRequest(name=name))
+
+    def get_topic(self, name: str) -> a.Topic:
+        return self._call("GetTopic", a.GetTopicRequest(name=name)).topic
+
+    def list_topics(self, namespace: str = "") -> list[a.Topic]:
+        return list(self._call("ListTopics", a.ListTopicsRequest(namespace=namespace)).topics)
+
+    def topic_stats(self, name: str) -> a.GetTopicStatsResponse:
+        return self._call("GetTopicStats", a.GetTopicStatsRequest(name=name))
+
+    # Groups
+
+    def create_group(
+        self,
+        name: str,
+        *,
+        fifo: bool = False,
+        max_delivery_attempts: int = 0,
+        broadcast: bool = False,
+        namespace: str = "",
+        retry_initial_ms: int | None = None,
+        retry_max_ms: int | None = None,
+        retry_multiplier: float | None = None,
+        retry_delays_ms: list[int] | None = None,
+    ) -> a.Group:
+        group = a.Group(
+            name=name,
+            fifo=fifo,
+            max_delivery_attempts=max_delivery_attempts,
+            broadcast=broadcast,
+            namespace=namespace,
+        )
+        policy = _retry_policy(retry_initial_ms, retry_max_ms, retry_multiplier, retry_delays_ms)
+        if policy is not None:
+            group.retry_policy.CopyFrom(policy)
+        return self._call("CreateGroup", a.CreateGroupRequest(group=group)).group
+
+    def update_group(
+        self,
+        name: str,
+        *,
+        fifo: bool | None = None,
+        max_delivery_attempts: int | None = None,
+        broadcast: bool | None = None,
+        retry_initial_ms: int | None = None,
+        retry_max_ms: int | None = None,
+        retry_multiplier: float | None = None,
+        retry_delays_ms: list[int] | None = None,
+    ) -> a.Group:
+        request = a.UpdateGroupRequest(name=name)
+        if fifo is not None:
+            request.fifo = fifo
+        if max_delivery_attempts is not None:
+            request.max_delivery_attempts = max_delivery_attempts
+        if broadcast is not None:
+            request.broadcast = broadcast
+        policy = _retry_policy(retry_initial_ms, retry_max_ms, retry_multiplier, retry_delays_ms)
+        if policy is not None:
+            request.retry_policy.CopyFrom(policy)
+        return self._call("UpdateGroup", request).group
+
+    def delete_group(self, name: str) -> None:
+        self._call("DeleteGroup", a.DeleteGroupRequest(name=name))
+
+    def get_group(self, name: str) -> a.Group:
+        return self._call("GetGroup", a.GetGroupRequest(name=name)).group
+
+    def list_groups(self, namespace: str = "") -> list[a.Group]:
+        return list(self._call("ListGroups", a.ListGroupsRequest(namespace=namespace)).groups)
+
+    def group_stats(self, group: str, topic: str = "") -> a.GetGroupStatsResponse:
+        return self._call("GetGroupStats", a.GetGroupStatsRequest(group=group, topic=topic))
+
+    # Clients
+
+    def list_clients(self, namespace: str = "", group: str = "") -> list[a.ClientInfo]:
+        return list(self._call("ListClients", a.ListClientsRequest(namespace=namespace, group=group)).clients)

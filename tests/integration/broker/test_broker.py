@@ -1,0 +1,302 @@
+"""A real broker process driven through the generated v2 and admin stubs."""
+
+from __future__ import annotations
+
+import hashlib
+import signal
+import threading
+import time
+
+import grpc
+import pytest
+
+from mqcloud.admin_client import BrokerAdminClient, BrokerAdminError
+from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
+from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
+from tests.integration.broker.conftest import V2, BrokerProcess, messages, status_code
+
+pytestmark = pytest.mark.integration
+
+
+def _setup(admin: BrokerAdminClient, topic: str = "orders", group: str = "g1", queues: int = 4) -> None:
+    admin.create_topic(topic, namespace="acme", queue_count=queues)
+    admin.create_group(group, namespace="acme")
+
+
+def test_route_echoes_endpoints_and_types(broker: BrokerProcess, admin: BrokerAdminClient, v2: V2) -> None:
+    _setup(admin)
+    endpoints = pb.Endpoints(
+        scheme=pb.AddressScheme.DOMAIN_NAME, addresses=[pb.Address(host="localhost", port=broker.port)]
+    )
+    reply = v2.stub.QueryRoute(
+        svc.QueryRouteRequest(topic=v2.res("orders"), endpoints=endpoints), metadata=v2.md
+    )
+    assert reply.status.code == pb.Code.OK
+    assert [q.id for q in reply.message_queues] == [0, 1, 2, 3]
+    q0 = reply.message_queues[0]
+    assert q0.permission == pb.Permission.READ_WRITE and q0.broker.id == 0
+    assert q0.broker.endpoints == endpoints
+    assert q0.topic.resource_namespace == "acme"
+    assert list(q0.accept_message_types) == [pb.MessageType.NORMAL]
+    missing = v2.stub.QueryRoute(
+        svc.QueryRouteRequest(topic=v2.res("nope"), endpoints=endpoints), metadata=v2.md
+    )
+    assert missing.status.code == pb.Code.TOPIC_NOT_FOUND
+
+
+def test_telemetry_handshake(admin: BrokerAdminClient, v2: V2) -> None:
+    _setup(admin)
+    settings = pb.Settings(
+        client_type=pb.ClientType.SIMPLE_CONSUMER,
+        subscription=pb.Subscription(
+            group=v2.res("g1"),
+            subscriptions=[
+                pb.SubscriptionEntry(
+                    topic=v2.res("orders"),
+                    expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"),
+                )
+            ],
+        ),
+        user_agent=pb.UA(language=pb.Language.PYTHON, version="5.1.2"),
+    )
+    done = threading.Event()
+
+    def commands():
+        yield svc.TelemetryCommand(settings=settings)
+        done.wait(10)
+
+    stream = v2.stub.Telemetry(commands(), metadata=v2.md, timeout=10)
+    reply = next(stream)
+    assert reply.status.code == pb.Code.OK
+    assert reply.settings.subscription.receive_batch_size == 32
+    assert reply.settings.subscription.long_polling_timeout.seconds == 20
+    assert reply.settings.backoff_policy.max_attempts == 16
+    assert not reply.settings.metric.on
+    clients = admin.list_clients()
+    assert any(
+        c.client_id == v2.client_id and c.group == "acme%g1" and c.language == "PYTHON" for c in clients
+    )
+    done.set()
+    stream.cancel()
+
+
+def test_send_receive_ack(admin: BrokerAdminClient, v2: V2) -> None:
+    _setup(admin)
+    sent = v2.send("orders", b"payload", tag="t1", keys=("k1", "k2"))
+    assert sent.status.code == pb.Code.OK and len(sent.entries) == 1
+    responses = v2.receive("g1", "orders")
+    assert status_code(responses) == pb.Code.OK
+    assert responses[-1].WhichOneof("content") == "delivery_timestamp"
+    [msg] = messages(responses)
+    sp = msg.system_properties
+    assert msg.body == b"payload" and sp.message_id == sent.entries[0].message_id
+    assert sp.tag == "t1" and list(sp.keys) == ["k1", "k2"]
+    assert sp.delivery_attempt == 1 and sp.receipt_handle
+    assert sp.body_digest.type == pb.DigestType.MD5
+    assert sp.body_digest.checksum == hashlib.md5(b"payload").hexdigest().upper()
+    assert (
+        sp.HasField("store_timestamp") and sp.HasField("queue_offset") and sp.HasField("invisible_duration")
+    )
+    assert msg.topic.resource_namespace == "acme" and msg.topic.name == "orders"
+    assert v2.ack("g1", "orders", msg).status.code == pb.Code.OK
+    # the handle is now stale
+    assert v2.ack("g1", "orders", msg).status.code == pb.Code.INVALID_RECEIPT_HANDLE
+    assert status_code(v2.receive("g1", "orders", poll_s=1)) == pb.Code.MESSAGE_NOT_FOUND
+
+
+def test_invisibility_and_redelivery(admin: BrokerAdminClient, v2: V2) -> None:
+    _setup(admin)
+    v2.send("orders", b"again")
+    [first] = messages(v2.receive("g1", "orders", invisible_s=1))
+    assert first.system_properties.delivery_attempt == 1
+    assert messages(v2.receive("g1", "orders", poll_s=0.5)) == []
+    [second] = messages(v2.receive("g1", "orders", poll_s=4))
+    assert second.system_properties.delivery_attempt == 2
+    assert second.system_properties.message_id == first.system_properties.message_id
+    assert v2.ack("g1", "orders", first).status.code == pb.Code.INVALID_RECEIPT_HANDLE
+    assert v2.ack("g1", "orders", second).status.code == pb.Code.OK
+
+
+def test_change_invisible_duration_issues_new_handle(admin: BrokerAdminClient, v2: V2) -> None:
+    _setup(admin)
+    v2.send("orders")
+    [msg] = messages(v2.receive("g1", "orders"))
+    request = svc.ChangeInvisibleDurationRequest(
+        group=v2.res("g1"),
+        topic=v2.res("orders"),
+        receipt_handle=msg.system_properties.receipt_handle,
+        message_id=msg.system_properties.message_id,
+    )
+    request.invisible_duration.FromSeconds(30)
+    reply = v2.stub.ChangeInvisibleDuration(request, metadata=v2.md)
+    assert reply.status.code == pb.Code.OK and reply.receipt_handle
+    assert v2.ack("g1", "orders", msg).status.code == pb.Code.INVALID_RECEIPT_HANDLE
+    msg.system_properties.receipt_handle = reply.receipt_handle
+    assert v2.ack("g1", "orders", msg).status.code == pb.Code.OK
+    forged = msg.system_properties.receipt_handle[:-3] + "AAA"
+    msg.system_properties.receipt_handle = forged
+    assert v2.ack("g1", "orders", msg).status.code == pb.Code.INVALID_RECEIPT_HANDLE
+
+
+def test_groups_independent_and_tag_filter(admin: BrokerAdminClient, v2: V2) -> None:
+    _setup(admin)
+    admin.create_group("g2", namespace="acme")
+    v2.send("orders", b"a", tag="red")
+    v2.send("orders", b"b", tag="blue")
+    got1 = sorted(m.body for m in messages(v2.receive("g1", "orders")))
+    got2 = [m.body for m in messages(v2.receive("g2", "orders", expression="blue||green"))]
+    assert got1 == [b"a", b"b"]
+    assert got2 == [b"b"]
+
+
+def test_long_poll_woken_by_send(admin: BrokerAdminClient, v2: V2) -> None:
+    _setup(admin)
+    result: dict[str, object] = {}
+
+    def poll() -> None:
+        started = time.monotonic()
+        result["responses"] = v2.receive("g1", "orders", poll_s=15)
+        result["elapsed"] = time.monotonic() - started
+
+    thread = threading.Thread(target=poll)
+    thread.start()
+    time.sleep(1.0)
+    v2.send("orders", b"wake")
+    thread.join(20)
+    assert [m.body for m in messages(result["responses"])] == [b"wake"]  # type: ignore[arg-type]
+    assert result["elapsed"] < 5  # type: ignore[operator]
+
+
+def test_offsets_rpcs(admin: BrokerAdminClient, v2: V2) -> None:
+    _setup(admin, queues=1)
+    for i in range(3):
+        v2.send("orders", f"m{i}".encode())
+    mq = pb.MessageQueue(topic=v2.res("orders"), id=0)
+    begin = v2.stub.QueryOffset(
+        svc.QueryOffsetRequest(message_queue=mq, query_offset_policy=pb.QueryOffsetPolicy.BEGINNING),
+        metadata=v2.md,
+    )
+    end = v2.stub.QueryOffset(
+        svc.QueryOffsetRequest(message_queue=mq, query_offset_policy=pb.QueryOffsetPolicy.END), metadata=v2.md
+    )
+    assert (begin.offset, end.offset) == (0, 3)
+    assert (
+        v2.stub.UpdateOffset(
+            svc.UpdateOffsetRequest(group=v2.res("g1"), message_queue=mq, offset=2), metadata=v2.md
+        ).status.code
+        == pb.Code.OK
+    )
+    assert (
+        v2.stub.GetOffset(svc.GetOffsetRequest(group=v2.res("g1"), message_queue=mq), metadata=v2.md).offset
+        == 2
+    )
+    assert [m.body for m in messages(v2.receive("g1", "orders"))] == [b"m2"]
+    pull = list(
+        v2.stub.PullMessage(
+            svc.PullMessageRequest(group=v2.res("g1"), message_queue=mq, offset=1, batch_size=10),
+            metadata=v2.md,
+        )
+    )
+    assert [r.message.body for r in pull if r.WhichOneof("content") == "message"] == [b"m1", b"m2"]
+    assert pull[-1].next_offset == 3
+
+
+def test_admin_crud_persists_across_restart(broker: BrokerProcess, admin: BrokerAdminClient) -> None:
+    admin.create_topic("t1", namespace="acme", queue_count=2, message_type="FIFO")
+    admin.create_group("g9", namespace="acme", max_delivery_attempts=3, retry_delays_ms=[1000, 2000])
+    with pytest.raises(BrokerAdminError) as exc:
+        admin.create_topic("acme%t1")
+    assert exc.value.code == "ALREADY_EXISTS"
+    admin.update_topic("acme%t1", queue_count=4)
+    admin.create_topic("gone", queue_count=1)
+    admin.delete_topic("gone")
+    assert broker.stop() == 0
+    broker.start()
+    with BrokerAdminClient(broker.target) as fresh:
+        assert [(t.name, t.queue_count, t.message_type) for t in fresh.list_topics()] == [("acme%t1", 4, 2)]
+        group = fresh.get_group("acme%g9")
+        assert group.max_delivery_attempts == 3 and list(group.retry_policy.customized.delays_ms) == [
+            1000,
+            2000,
+        ]
+        with pytest.raises(BrokerAdminError):
+            fresh.get_topic("gone")
+
+
+def test_in_flight_survives_restart_and_stats(broker: BrokerProcess, admin: BrokerAdminClient) -> None:
+    _setup(admin, queues=1)
+    client = V2(broker.target, namespace="acme")
+    client.send("orders", b"x")
+    client.send("orders", b"y")
+    [a, b] = messages(client.receive("g1", "orders", invisible_s=3))
+    client.ack("g1", "orders", b)
+    stats = admin.group_stats("acme%g1", "acme%orders")
+    assert (stats.queues[0].committed_offset, stats.queues[0].in_flight, stats.lag_messages) == (0, 1, 2)
+    client.close()
+    assert broker.stop() == 0
+    broker.start()
+    client = V2(broker.target, namespace="acme")
+    assert messages(client.receive("g1", "orders", poll_s=0.5)) == []  # still invisible
+    assert client.ack("g1", "orders", a).status.code == pb.Code.OK  # handle still valid
+    with BrokerAdminClient(broker.target) as fresh:
+        stats = fresh.group_stats("acme%g1", "acme%orders")
+        assert (stats.queues[0].committed_offset, stats.queues[0].in_flight, stats.lag_messages) == (2, 0, 0)
+        topic_stats = fresh.topic_stats("acme%orders")
+        assert topic_stats.queues[0].max_offset == 2 and topic_stats.queues[0].last_store_time_ms > 0
+    client.close()
+
+
+def test_dead_letter_after_max_attempts(admin: BrokerAdminClient, v2: V2) -> None:
+    admin.create_topic("orders", namespace="acme", queue_count=1)
+    admin.create_group("g1", namespace="acme", max_delivery_attempts=2)
+    v2.send("orders", b"poison")
+    assert messages(v2.receive("g1", "orders", invisible_s=1))[0].system_properties.delivery_attempt == 1
+    assert (
+        messages(v2.receive("g1", "orders", invisible_s=1, poll_s=4))[0].system_properties.delivery_attempt
+        == 2
+    )
+    assert messages(v2.receive("g1", "orders", poll_s=3)) == []
+    assert admin.topic_stats("%DLQ%acme%g1").queues[0].max_offset == 1
+
+
+def test_bad_input_keeps_serving(broker: BrokerProcess, admin: BrokerAdminClient, v2: V2) -> None:
+    _setup(admin)
+    assert v2.send("missing").status.code == pb.Code.TOPIC_NOT_FOUND
+    assert v2.send("orders", b"x" * (4 * 1024 * 1024 + 1)).status.code == pb.Code.MESSAGE_BODY_TOO_LARGE
+    assert v2.send("orders", b"").status.code == pb.Code.MESSAGE_BODY_EMPTY
+    assert v2.send("orders", tag="a||b").status.code == pb.Code.ILLEGAL_MESSAGE_TAG
+    assert v2.send("bad name!").status.code == pb.Code.ILLEGAL_TOPIC
+    fifo = pb.Message(
+        topic=v2.res("orders"),
+        body=b"f",
+        system_properties=pb.SystemProperties(
+            message_id="X1", message_type=pb.MessageType.FIFO, message_group="g"
+        ),
+    )
+    reply = v2.stub.SendMessage(svc.SendMessageRequest(messages=[fifo]), metadata=v2.md)
+    assert reply.status.code == pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    with pytest.raises(grpc.RpcError) as exc:
+        v2.send("orders", b"x" * (40 * 1024 * 1024))
+    assert exc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    garbage = v2.channel.unary_unary("/apache.rocketmq.v2.MessagingService/SendMessage")
+    with pytest.raises(grpc.RpcError):
+        garbage(b"\xff\xfe garbage \x00\x01", metadata=v2.md, timeout=5)
+    assert (
+        v2.ack(
+            "g1", "orders", pb.Message(system_properties=pb.SystemProperties(receipt_handle="junk"))
+        ).status.code
+        == pb.Code.INVALID_RECEIPT_HANDLE
+    )
+    assert status_code(v2.receive("nogroup", "orders", poll_s=0.2)) == pb.Code.CONSUMER_GROUP_NOT_FOUND
+    assert v2.send("orders", b"still fine").status.code == pb.Code.OK
+    assert broker.proc is not None and broker.proc.poll() is None
+
+
+def test_sigterm_exits_zero_during_long_poll(broker: BrokerProcess, admin: BrokerAdminClient, v2: V2) -> None:
+    _setup(admin)
+    thread = threading.Thread(target=lambda: v2.receive("g1", "orders", poll_s=20), daemon=True)
+    thread.start()
+    time.sleep(0.5)
+    started = time.monotonic()
+    assert broker.stop(signal.SIGTERM) == 0
+    assert time.monotonic() - started < 10
