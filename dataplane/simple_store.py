@@ -98,7 +98,6 @@ class SimpleMessageStore:
             sys_flag=0,
             flag=0,
             prepared_transaction_offset=0,
-            msg_id=f"{rec['physical_offset']:032X}",
             size=len(rec["body"]),
             body_crc=0,
         )

@@ -7,7 +7,7 @@ Used by ``mqctl admin`` and the control plane. grpcio + protobuf only. Errors su
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import grpc
 from google.protobuf import json_format
@@ -72,7 +72,7 @@ class BrokerAdminClient:
     ) -> None:
         self.close()
 
-    def _call(self, method: str, request: Any) -> Any:
+    def _call(self, method: str, request: Any) -> Any:  # the generated stubs are untyped
         try:
             return getattr(self._stub, method)(request, timeout=self._timeout)
         except grpc.RpcError as exc:
@@ -94,12 +94,12 @@ class BrokerAdminClient:
         topic = a.Topic(
             name=name,
             queue_count=queue_count,
-            message_type=a.TopicMessageType.Value(message_type.upper()),
+            message_type=a.TopicMessageType.Value(message_type.upper()),  # type: ignore[arg-type]
             retention_hours=retention_hours,
             max_message_bytes=max_message_bytes,
             namespace=namespace,
         )
-        return self._call("CreateTopic", a.CreateTopicRequest(topic=topic)).topic
+        return cast(a.Topic, self._call("CreateTopic", a.CreateTopicRequest(topic=topic)).topic)
 
     def update_topic(
         self,
@@ -114,24 +114,24 @@ class BrokerAdminClient:
         if queue_count is not None:
             request.queue_count = queue_count
         if message_type is not None:
-            request.message_type = a.TopicMessageType.Value(message_type.upper())
+            request.message_type = a.TopicMessageType.Value(message_type.upper())  # type: ignore[assignment]
         if retention_hours is not None:
             request.retention_hours = retention_hours
         if max_message_bytes is not None:
             request.max_message_bytes = max_message_bytes
-        return self._call("UpdateTopic", request).topic
+        return cast(a.Topic, self._call("UpdateTopic", request).topic)
 
     def delete_topic(self, name: str) -> None:
         self._call("DeleteTopic", a.DeleteTopicRequest(name=name))
 
     def get_topic(self, name: str) -> a.Topic:
-        return self._call("GetTopic", a.GetTopicRequest(name=name)).topic
+        return cast(a.Topic, self._call("GetTopic", a.GetTopicRequest(name=name)).topic)
 
     def list_topics(self, namespace: str = "") -> list[a.Topic]:
         return list(self._call("ListTopics", a.ListTopicsRequest(namespace=namespace)).topics)
 
     def topic_stats(self, name: str) -> a.GetTopicStatsResponse:
-        return self._call("GetTopicStats", a.GetTopicStatsRequest(name=name))
+        return cast(a.GetTopicStatsResponse, self._call("GetTopicStats", a.GetTopicStatsRequest(name=name)))
 
     # Groups
 
@@ -158,7 +158,7 @@ class BrokerAdminClient:
         policy = _retry_policy(retry_initial_ms, retry_max_ms, retry_multiplier, retry_delays_ms)
         if policy is not None:
             group.retry_policy.CopyFrom(policy)
-        return self._call("CreateGroup", a.CreateGroupRequest(group=group)).group
+        return cast(a.Group, self._call("CreateGroup", a.CreateGroupRequest(group=group)).group)
 
     def update_group(
         self,
@@ -182,19 +182,22 @@ class BrokerAdminClient:
         policy = _retry_policy(retry_initial_ms, retry_max_ms, retry_multiplier, retry_delays_ms)
         if policy is not None:
             request.retry_policy.CopyFrom(policy)
-        return self._call("UpdateGroup", request).group
+        return cast(a.Group, self._call("UpdateGroup", request).group)
 
     def delete_group(self, name: str) -> None:
         self._call("DeleteGroup", a.DeleteGroupRequest(name=name))
 
     def get_group(self, name: str) -> a.Group:
-        return self._call("GetGroup", a.GetGroupRequest(name=name)).group
+        return cast(a.Group, self._call("GetGroup", a.GetGroupRequest(name=name)).group)
 
     def list_groups(self, namespace: str = "") -> list[a.Group]:
         return list(self._call("ListGroups", a.ListGroupsRequest(namespace=namespace)).groups)
 
     def group_stats(self, group: str, topic: str = "") -> a.GetGroupStatsResponse:
-        return self._call("GetGroupStats", a.GetGroupStatsRequest(group=group, topic=topic))
+        return cast(
+            a.GetGroupStatsResponse,
+            self._call("GetGroupStats", a.GetGroupStatsRequest(group=group, topic=topic)),
+        )
 
     # Clients
 

@@ -21,7 +21,7 @@ from mqcloud.apache.rocketmq.v2 import service_pb2_grpc
 __all__ = ("BrokerAdminServicer", "MessagingServicer")
 
 
-class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
+class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ignore[misc]
     """apache.rocketmq.v2.MessagingService over one :class:`Broker`."""
 
     def __init__(self, broker: Broker) -> None:

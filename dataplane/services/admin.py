@@ -45,7 +45,7 @@ def _topic_pb(t: TopicConfig) -> a.Topic:
     return a.Topic(
         name=t.name,
         queue_count=t.queue_count,
-        message_type=a.TopicMessageType.Value(t.message_type.value),
+        message_type=a.TopicMessageType.Value(t.message_type.value),  # type: ignore[arg-type]
         retention_hours=t.retention_hours,
         max_message_bytes=t.max_message_bytes,
         namespace=t.namespace,
@@ -94,7 +94,7 @@ def _message_type(value: int) -> TopicType:
         raise MetadataError("invalid", f"unknown message type {value}") from exc
 
 
-class BrokerAdminServicer(admin_pb2_grpc.BrokerAdminServicer):
+class BrokerAdminServicer(admin_pb2_grpc.BrokerAdminServicer):  # type: ignore[misc]
     """Thin handlers over ``Broker.metadata`` and the store; configuration is persisted on change."""
 
     def __init__(self, broker: Broker) -> None:

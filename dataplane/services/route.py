@@ -61,7 +61,7 @@ def _queue(
         id=qid,
         permission=pb.Permission.READ_WRITE,
         broker=pb.Broker(name=broker.settings.broker_name, id=0, endpoints=endpoints),
-        accept_message_types=accept_types(config),
+        accept_message_types=accept_types(config),  # type: ignore[arg-type]
     )
 
 
