@@ -25,29 +25,36 @@ def _backoff(retries: int) -> int:
     return int(min(PROVISION_RETRY_BACKOFF_MAX_S, PROVISION_RETRY_BACKOFF_S * 2**retries))
 
 
+def _run_with_retries(task: Any, fn: Any, *args: Any) -> tuple[bool, Any]:
+    """Run ``fn``; on BrokerUnavailable schedule a retry with exponential backoff.
+
+    Eager runs (tests) cannot schedule, so they retry inline, without sleeping. Returns (ok, result).
+    """
+    attempts = task.max_retries + 1 if task.request.is_eager else 1
+    error: BrokerUnavailable | None = None
+    for _ in range(attempts):
+        try:
+            return True, fn(*args)
+        except BrokerUnavailable as exc:
+            error = exc
+    if task.request.is_eager or task.request.retries >= task.max_retries:
+        logger.warning("giving up on %s%r; reconcile will retry: %s", task.name, args, error)
+        return False, None
+    raise task.retry(exc=error, countdown=_backoff(task.request.retries))
+
+
 @shared_task(bind=True, name="tenants.provision_resource", max_retries=PROVISION_MAX_RETRIES, trail=False)
 def provision_resource_task(self: Any, kind: str, pk: int) -> str:
     """Apply one topic/group/key/ACL/quota to its brokers; retried with exponential backoff."""
-    try:
-        return str(provisioning.provision(kind, pk))
-    except BrokerUnavailable as exc:
-        if self.request.retries >= self.max_retries:
-            logger.warning(
-                "giving up on %s %s; reconcile will retry", kind, pk, extra={"kind": kind, "pk": pk}
-            )
-            return "error"
-        raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+    ok, result = _run_with_retries(self, provisioning.provision, kind, pk)
+    return str(result) if ok else "error"
 
 
 @shared_task(bind=True, name="tenants.push_tenant_quotas", max_retries=PROVISION_MAX_RETRIES, trail=False)
 def push_tenant_quotas_task(self: Any, tenant_id: int) -> int:
     """Re-push a tenant's effective limits (after a plan or quota change)."""
-    try:
-        return provisioning.push_tenant_quotas(tenant_id)
-    except BrokerUnavailable as exc:
-        if self.request.retries >= self.max_retries:
-            return 0
-        raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+    ok, result = _run_with_retries(self, provisioning.push_tenant_quotas, tenant_id)
+    return int(result) if ok else 0
 
 
 @shared_task(name="tenants.reconcile_node", trail=False)
