@@ -1,0 +1,123 @@
+"""Interop fixtures: the official clients installed once into a cache dir, and a real broker.
+
+- Python: ``python3.11 -m venv ~/.cache/mqcloud-interop/py`` + ``pip install rocketmq-python-client==5.1.2``
+  (its grpcio/protobuf pins differ from ours, hence a separate venv).
+- Node.js: ``npm install rocketmq-client-nodejs@1.0.8`` into ``~/.cache/mqcloud-interop/node``.
+
+Set ``MQCLOUD_INTEROP_CACHE`` to move the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from mqcloud.admin_client import BrokerAdminClient
+from tests.conftest import free_port
+from tests.integration.broker.conftest import BrokerProcess
+
+PY_CLIENT = "rocketmq-python-client==5.1.2"
+NODE_CLIENT = "rocketmq-client-nodejs@1.0.8"
+CACHE = Path(os.environ.get("MQCLOUD_INTEROP_CACHE", Path.home() / ".cache" / "mqcloud-interop"))
+DRIVERS = Path(__file__).parent / "drivers"
+NAMESPACE = "interop"
+
+
+def _run(cmd: list[str], cwd: Path | None = None, timeout: float = 540) -> None:
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def py_client() -> Path:
+    """The interop venv's python, with the official client importable."""
+    venv = CACHE / "py"
+    python = venv / "bin" / "python"
+    marker = venv / f".installed-{PY_CLIENT}"
+    if not marker.exists():
+        base = shutil.which("python3.11") or shutil.which("python3")
+        if base is None:
+            pytest.skip("no python3.11 to build the interop venv")
+        CACHE.mkdir(parents=True, exist_ok=True)
+        if not python.exists():
+            _run([base, "-m", "venv", str(venv)])
+        _run([str(python), "-m", "pip", "install", "-q", PY_CLIENT])
+        marker.touch()
+    return python
+
+
+@pytest.fixture(scope="session")
+def node_client() -> Path:
+    """The directory whose node_modules holds the official Node.js client."""
+    node_dir = CACHE / "node"
+    if not (node_dir / "node_modules" / "rocketmq-client-nodejs" / "package.json").exists():
+        if shutil.which("npm") is None:
+            pytest.skip("npm is not installed")
+        node_dir.mkdir(parents=True, exist_ok=True)
+        if not (node_dir / "package.json").exists():
+            (node_dir / "package.json").write_text('{"name": "mqcloud-interop", "private": true}\n')
+        _run(["npm", "install", "--no-audit", "--no-fund", NODE_CLIENT], cwd=node_dir)
+    return node_dir
+
+
+@dataclass
+class Interop:
+    broker: BrokerProcess
+    admin: BrokerAdminClient
+    py: Path
+    node_dir: Path
+    home: Path
+
+    def topic(self) -> str:
+        name = f"t-{uuid.uuid4().hex[:8]}"
+        self.admin.create_topic(f"{NAMESPACE}%{name}", queue_count=4, namespace=NAMESPACE)
+        return name
+
+    def group(self, **kwargs: object) -> str:
+        name = f"g-{uuid.uuid4().hex[:8]}"
+        self.admin.create_group(f"{NAMESPACE}%{name}", namespace=NAMESPACE, **kwargs)  # type: ignore[arg-type]
+        return name
+
+    def run(self, lang: str, mode: str, topic: str, group: str = "", *, count: int = 10,
+            prefix: str = "", invisible: int = 3, timeout: float = 40) -> dict[str, list[dict[str, object]]]:
+        args = [mode, "--endpoint", self.broker.target, "--namespace", NAMESPACE, "--topic", topic,
+                "--group", group, "--count", str(count), "--prefix", prefix or lang,
+                "--invisible", str(invisible), "--timeout", str(timeout)]
+        env = {**os.environ, "HOME": str(self.home)}  # the clients log under ~/logs
+        if lang == "py":
+            cmd = [str(self.py), str(DRIVERS / "py_driver.py"), *args]
+            env.pop("PYTHONPATH", None)
+        else:
+            cmd = ["node", str(DRIVERS / "node_driver.js"), *args]
+            env["NODE_PATH"] = str(self.node_dir / "node_modules")
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 60, env=env)
+        except subprocess.TimeoutExpired as e:
+            raise AssertionError(f"{lang} {mode} timed out\n{e.stdout!r}\n{e.stderr!r}\n"
+                                 + "".join(self.broker.output[-30:])) from e
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        if proc.returncode != 0 or not lines:
+            raise AssertionError(f"{lang} {mode} exited {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\n"
+                                 f"stderr:\n{proc.stderr[-3000:]}\nbroker:\n" + "".join(self.broker.output[-30:]))
+        result: dict[str, list[dict[str, object]]] = json.loads(lines[-1])
+        return result
+
+
+@pytest.fixture
+def interop(py_client: Path, node_client: Path, tmp_path: Path) -> Iterator[Interop]:
+    broker = BrokerProcess(tmp_path / "broker", free_port())
+    broker.start()
+    admin = BrokerAdminClient(broker.target)
+    (tmp_path / "home").mkdir()
+    yield Interop(broker, admin, py_client, node_client, tmp_path / "home")
+    admin.close()
+    broker.kill()

@@ -1,0 +1,125 @@
+// Drive the official RocketMQ 5 Node.js client (npm rocketmq-client-nodejs) against a broker.
+// Prints one JSON object on the last stdout line.
+//   node node_driver.js produce|simple|push|redeliver --endpoint H:P --namespace NS --topic T
+//        --group G --count N --prefix P [--invisible S] [--timeout S]
+'use strict';
+const { Producer, SimpleConsumer, PushConsumer, ConsumeResult } = require('rocketmq-client-nodejs');
+
+const silent = { info() {}, warn() {}, error() {}, debug() {}, log() {} };
+
+function parse(argv) {
+  const a = { mode: argv[0], namespace: '', group: '', count: 10, prefix: 'node', invisible: 3, timeout: 30 };
+  for (let i = 1; i < argv.length; i += 2) a[argv[i].replace(/^--/, '')] = argv[i + 1];
+  for (const k of ['count', 'invisible', 'timeout']) a[k] = Number(a[k]);
+  return a;
+}
+
+function view(m) {
+  return {
+    message_id: m.messageId,
+    body: m.body.toString(),
+    tag: m.tag === undefined ? null : m.tag,
+    keys: [...(m.keys || [])].sort(),
+    properties: Object.fromEntries(m.properties || new Map()),
+    delivery_attempt: m.deliveryAttempt,
+    corrupted: !!m.corrupted,
+  };
+}
+
+function opts(a, extra) {
+  return { endpoints: a.endpoint, namespace: a.namespace, requestTimeout: 5000, logger: silent, ...extra };
+}
+
+const sleep = ms => new Promise(r => setTimeout(r, ms));
+
+async function produce(a) {
+  const p = new Producer(opts(a, { topics: [a.topic] }));
+  await p.startup();
+  const sent = [];
+  try {
+    for (let i = 0; i < a.count; i++) {
+      const body = `${a.prefix}-${i}`;
+      const keys = [`${a.prefix}-k${i}`, `${a.prefix}-kk${i}`];
+      const properties = new Map([['idx', String(i)], ['origin', 'node']]);
+      const r = await p.send({ topic: a.topic, body: Buffer.from(body), tag: `tag${i % 3}`, keys, properties });
+      sent.push({ message_id: r.messageId, body, tag: `tag${i % 3}`, keys: keys.sort(),
+        properties: Object.fromEntries(properties) });
+    }
+  } finally {
+    await p.shutdown();
+  }
+  return { sent };
+}
+
+function simpleConsumer(a) {
+  return new SimpleConsumer(opts(a, { consumerGroup: a.group, subscriptions: new Map([[a.topic, '*']]),
+    awaitDuration: 3000 }));
+}
+
+async function simple(a) {
+  const c = simpleConsumer(a);
+  await c.startup();
+  const got = [];
+  const deadline = Date.now() + a.timeout * 1000;
+  try {
+    while (got.length < a.count && Date.now() < deadline) {
+      for (const m of await c.receive(16, 15000)) {
+        await c.ack(m);
+        got.push(view(m));
+      }
+    }
+  } finally {
+    await c.shutdown();
+  }
+  return { received: got };
+}
+
+async function redeliver(a) {
+  const c = simpleConsumer(a);
+  await c.startup();
+  const first = [];
+  const second = [];
+  const deadline = Date.now() + a.timeout * 1000;
+  try {
+    while (first.length < a.count && Date.now() < deadline) {
+      for (const m of await c.receive(16, a.invisible * 1000)) first.push(view(m));
+    }
+    const t0 = Date.now();
+    while (second.length < first.length && Date.now() < deadline) {
+      for (const m of await c.receive(16, 15000)) {
+        await c.ack(m);
+        second.push({ ...view(m), after_s: (Date.now() - t0) / 1000 });
+      }
+    }
+  } finally {
+    await c.shutdown();
+  }
+  return { first, second };
+}
+
+async function push(a) {
+  const got = [];
+  const c = new PushConsumer(opts(a, {
+    consumerGroup: a.group, subscriptions: new Map([[a.topic, '*']]),
+    messageListener: { async consume(m) { got.push(view(m)); return ConsumeResult.SUCCESS; } },
+  }));
+  await c.startup();
+  const deadline = Date.now() + a.timeout * 1000;
+  try {
+    while (got.length < a.count && Date.now() < deadline) await sleep(200);
+    await sleep(1500);
+  } finally {
+    await c.shutdown();
+  }
+  return { received: got };
+}
+
+const a = parse(process.argv.slice(2));
+const modes = { produce, simple, push, redeliver };
+modes[a.mode](a).then(r => {
+  process.stdout.write(JSON.stringify(r) + '\n');
+  process.exit(0);
+}, e => {
+  process.stderr.write(String(e && e.stack || e) + '\n');
+  process.exit(1);
+});

@@ -1,0 +1,147 @@
+"""Drive the official RocketMQ 5 Python client (PyPI rocketmq-python-client) against a broker.
+
+Runs in the interop venv, not ours. Prints one JSON object on the last stdout line.
+
+    py_driver.py produce|simple|push|redeliver --endpoint H:P --namespace NS --topic T --group G
+                 --count N --prefix P [--invisible S] [--timeout S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+
+from rocketmq import (
+    ClientConfiguration,
+    ConsumeResult,
+    Credentials,
+    FilterExpression,
+    Message,
+    MessageListener,
+    Producer,
+    PushConsumer,
+    SimpleConsumer,
+)
+
+
+def view(m) -> dict:
+    return {
+        "message_id": m.message_id,
+        "body": m.body.decode(),
+        "tag": m.tag,
+        "keys": sorted(m.keys or []),
+        "properties": dict(m.properties or {}),
+        "delivery_attempt": m.delivery_attempt,
+        "corrupted": bool(m.corrupted),
+    }
+
+
+def config(a) -> ClientConfiguration:
+    return ClientConfiguration(a.endpoint, Credentials(), a.namespace, request_timeout=5)
+
+
+def produce(a) -> dict:
+    p = Producer(config(a), (a.topic,))
+    p.startup()
+    sent = []
+    try:
+        for i in range(a.count):
+            m = Message()
+            m.topic = a.topic
+            m.body = f"{a.prefix}-{i}".encode()
+            m.tag = f"tag{i % 3}"
+            m.keys = f"{a.prefix}-k{i}"
+            m.keys = f"{a.prefix}-kk{i}"
+            m.add_property("idx", str(i))
+            m.add_property("origin", "python")
+            r = p.send(m)
+            sent.append({"message_id": r.message_id, "body": f"{a.prefix}-{i}", "tag": f"tag{i % 3}",
+                         "keys": sorted([f"{a.prefix}-k{i}", f"{a.prefix}-kk{i}"]),
+                         "properties": {"idx": str(i), "origin": "python"}})
+    finally:
+        p.shutdown()
+    return {"sent": sent}
+
+
+def simple(a) -> dict:
+    c = SimpleConsumer(config(a), a.group, {a.topic: FilterExpression("*")}, await_duration=3)
+    c.startup()
+    got: list[dict] = []
+    deadline = time.monotonic() + a.timeout
+    try:
+        while len(got) < a.count and time.monotonic() < deadline:
+            for m in c.receive(16, 15) or []:
+                c.ack(m)
+                got.append(view(m))
+    finally:
+        c.shutdown()
+    return {"received": got}
+
+
+def redeliver(a) -> dict:
+    """Receive without acking; the same messages must come back after the invisible time."""
+    c = SimpleConsumer(config(a), a.group, {a.topic: FilterExpression("*")}, await_duration=3)
+    c.startup()
+    first: list[dict] = []
+    second: list[dict] = []
+    deadline = time.monotonic() + a.timeout
+    try:
+        while len(first) < a.count and time.monotonic() < deadline:
+            first += [view(m) for m in c.receive(16, a.invisible) or []]
+        t_first = time.monotonic()
+        while len(second) < len(first) and time.monotonic() < deadline:
+            for m in c.receive(16, 15) or []:
+                c.ack(m)
+                second.append(view(m) | {"after_s": round(time.monotonic() - t_first, 2)})
+    finally:
+        c.shutdown()
+    return {"first": first, "second": second}
+
+
+class Collect(MessageListener):
+    def __init__(self) -> None:
+        self.got: list[dict] = []
+        self.lock = threading.Lock()
+
+    def consume(self, message) -> ConsumeResult:
+        with self.lock:
+            self.got.append(view(message))
+        return ConsumeResult.SUCCESS
+
+
+def push(a) -> dict:
+    listener = Collect()
+    c = PushConsumer(config(a), a.group, listener, {a.topic: FilterExpression("*")})
+    c.startup()
+    deadline = time.monotonic() + a.timeout
+    try:
+        while len(listener.got) < a.count and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1.5)  # let the acks go out
+    finally:
+        c.shutdown()
+    return {"received": listener.got}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["produce", "simple", "push", "redeliver"])
+    ap.add_argument("--endpoint", required=True)
+    ap.add_argument("--namespace", default="")
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("--group", default="")
+    ap.add_argument("--count", type=int, default=10)
+    ap.add_argument("--prefix", default="py")
+    ap.add_argument("--invisible", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=30)
+    a = ap.parse_args()
+    result = {"produce": produce, "simple": simple, "push": push, "redeliver": redeliver}[a.mode](a)
+    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

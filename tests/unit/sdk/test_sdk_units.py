@@ -1,0 +1,196 @@
+"""SDK pieces that need no network: signing, error mapping, ids, backoff, fault avoidance."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from google.protobuf.duration_pb2 import Duration
+
+from mqcloud import ClientConfig, Credentials, Message
+from mqcloud import errors as e
+from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
+from mqcloud.backoff import RetryBackoff
+from mqcloud.config import endpoints_key, parse_endpoints
+from mqcloud.fault import LatencyFaultTolerance, select_queue
+from mqcloud.message import MessageView, generate_message_id
+from mqcloud.producer import fifo_queue
+from mqcloud.signing import build_metadata, format_datetime, sign
+
+
+def test_signature_golden_value() -> None:
+    # HMAC-SHA1("secret", "20240102T030405Z"), computed independently
+    want = hmac.new(b"secret", b"20240102T030405Z", hashlib.sha1).hexdigest()
+    assert sign("secret", "20240102T030405Z") == want
+
+
+def test_signature_fixed_hex() -> None:
+    assert sign("key", "The quick brown fox jumps over the lazy dog") == (
+        "de7c9b85b8b78aa6bc8a7a36f70a90701c9db4d9"
+    )
+
+
+def test_date_time_is_utc() -> None:
+    local = datetime(2024, 1, 2, 5, 4, 5, tzinfo=timezone(timedelta(hours=2)))
+    assert format_datetime(local) == "20240102T030405Z"
+
+
+def test_metadata_headers() -> None:
+    cfg = ClientConfig("127.0.0.1:8081", Credentials("AK", "SK", "tok"), namespace="acme")
+    md = dict(build_metadata(cfg, "cid", now=datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC), request_id="r"))
+    assert md["x-mq-namespace"] == "acme"
+    assert md["x-mq-date-time"] == "20240102T030405Z"
+    assert md["x-mq-client-id"] == "cid"
+    assert md["x-mq-session-token"] == "tok"
+    assert md["authorization"] == (
+        "MQv2-HMAC-SHA1 Credential=AK, SignedHeaders=x-mq-date-time, "
+        f"Signature={sign('SK', '20240102T030405Z')}"
+    )
+
+
+def test_no_authorization_without_credentials() -> None:
+    md = dict(build_metadata(ClientConfig("h:1"), "cid"))
+    assert "authorization" not in md
+    assert md["x-mq-namespace"] == ""
+
+
+@pytest.mark.parametrize(
+    ("code", "cls"),
+    [
+        (40000, e.BadRequestError), (40013, e.BadRequestError), (40100, e.UnauthorizedError),
+        (40200, e.PaymentRequiredError), (40300, e.ForbiddenError), (40402, e.NotFoundError),
+        (40403, e.NotFoundError), (40800, e.RequestTimeoutError), (41301, e.PayloadTooLargeError),
+        (41302, e.PayloadEmptyError), (42900, e.TooManyRequestsError), (43101, e.HeaderTooLargeError),
+        (50001, e.InternalError), (50401, e.ProxyTimeoutError), (50100, e.UnsupportedError),
+        (50500, e.UnsupportedError), (60000, e.UnsupportedError),
+    ],
+)
+def test_error_mapping(code: int, cls: type[e.MQClientError]) -> None:
+    with pytest.raises(cls) as info:
+        e.check_status(pb.Status(code=code, message="m"))  # type: ignore[arg-type]
+    assert info.value.code == code
+
+
+@pytest.mark.parametrize("code", [20000, 30000, 40401])
+def test_success_codes(code: int) -> None:
+    e.check_status(pb.Status(code=code))  # type: ignore[arg-type]
+
+
+def test_missing_status_is_illegal_state() -> None:
+    with pytest.raises(e.IllegalStateError):
+        e.check_status(pb.Status())
+    with pytest.raises(e.IllegalStateError):
+        e.check_status(None)
+
+
+def test_retriable() -> None:
+    assert e.is_retriable(e.TransportError("x", "UNAVAILABLE"))
+    assert e.is_retriable(e.error_for_code(50001))
+    assert e.is_retriable(e.error_for_code(42900))
+    assert not e.is_retriable(e.error_for_code(40402))
+    assert not e.is_retriable(e.error_for_code(40100))
+
+
+def test_message_id_format() -> None:
+    a, b = generate_message_id(), generate_message_id()
+    assert len(a) == 34 and a.startswith("01") and a == a.upper()
+    int(a, 16)
+    assert a != b
+    # seconds since 2021-01-01 sit at hex [18:26]
+    mid = generate_message_id(now=datetime(2021, 1, 1, 0, 1, tzinfo=UTC).timestamp())
+    assert int(mid[18:26], 16) == 60
+
+
+def test_backoff_exponential_and_customized() -> None:
+    b = RetryBackoff(max_attempts=5, initial=0.01, maximum=1.0, multiplier=2.0)
+    assert [b.delay(i) for i in (1, 2, 3)] == [0.01, 0.02, 0.04]
+    assert b.delay(20) == 1.0
+    c = RetryBackoff(customized=(1, 5, 10))
+    assert [c.delay(i) for i in (1, 2, 3, 4, 9)] == [1, 5, 10, 10, 10]
+
+
+def test_backoff_from_settings() -> None:
+    policy = pb.RetryPolicy(max_attempts=17, customized_backoff=pb.CustomizedBackoff(
+        next=[Duration(seconds=1), Duration(seconds=5)]))
+    b = RetryBackoff.from_pb(policy)
+    assert b.max_attempts == 17 and b.delay(1) == 1 and b.delay(2) == 5
+    policy = pb.RetryPolicy(max_attempts=3, exponential_backoff=pb.ExponentialBackoff(
+        initial=Duration(nanos=10_000_000), max=Duration(seconds=1), multiplier=2))
+    b = RetryBackoff.from_pb(policy)
+    assert b.max_attempts == 3 and b.delay(1) == pytest.approx(0.01) and b.delay(30) == 1.0
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_fault_tolerance_isolates_slow_and_failed_endpoints() -> None:
+    clock = _Clock()
+    f = LatencyFaultTolerance(clock)
+    f.update("a:1", 10)
+    assert f.is_available("a:1")
+    f.update("b:1", 600)  # >= 550 ms -> 30 s out
+    assert not f.is_available("b:1")
+    clock.t += 31
+    assert f.is_available("b:1")
+    f.update("c:1", 5, failed=True)
+    assert not f.is_available("c:1")
+    assert LatencyFaultTolerance.isolation_ms(20000) == 600000
+
+
+def test_select_queue_prefers_healthy_and_other_broker() -> None:
+    clock = _Clock()
+    f = LatencyFaultTolerance(clock)
+    queues = [("b1", "a:1"), ("b2", "b:1"), ("b3", "c:1")]
+
+    def pick(start: int, avoid: str | None = None) -> tuple[str, str]:
+        return select_queue(queues, start, lambda q: q[1], lambda q: q[0], f, avoid)
+
+    assert pick(0) == ("b1", "a:1")
+    assert pick(0, avoid="b1") == ("b2", "b:1")
+    f.update("a:1", 0, failed=True)
+    assert pick(0) == ("b2", "b:1")
+    f.update("b:1", 0, failed=True)
+    f.update("c:1", 0, failed=True)
+    clock.t += 1
+    f.update("c:1", 3000)  # back sooner than a and b? 180 s vs 30 s: a/b return first
+    assert pick(2) in (("b1", "a:1"), ("b2", "b:1"))
+
+
+def test_fifo_queue_matches_official_client() -> None:
+    queues = [pb.MessageQueue(id=i) for i in range(8)]
+    h = int.from_bytes(hashlib.sha256(b"order-42").digest(), "big")
+    assert fifo_queue(queues, "order-42").id == h % 8
+
+
+def test_parse_endpoints() -> None:
+    assert parse_endpoints("http://a:1; b:2") == [("a", 1), ("b", 2)]
+    assert ClientConfig("127.0.0.1:80").access_point().scheme == pb.AddressScheme.IPv4
+    assert ClientConfig("host.example:80").access_point().scheme == pb.AddressScheme.DOMAIN_NAME
+    assert endpoints_key(ClientConfig("127.0.0.1:80").access_point()) == "127.0.0.1:80"
+    with pytest.raises(ValueError):
+        parse_endpoints("nope")
+
+
+def test_message_to_and_from_pb_roundtrip() -> None:
+    m = Message("t", b"body", tag="a", keys=["k1", "k2"], properties={"p": "v"})
+    p = m.to_pb("ns", "01AB", 3)
+    assert p.topic.resource_namespace == "ns" and p.system_properties.queue_id == 3
+    assert p.system_properties.message_type == pb.MessageType.NORMAL
+    p.system_properties.body_digest.type = pb.DigestType.MD5
+    p.system_properties.body_digest.checksum = hashlib.md5(b"body").hexdigest().upper()
+    p.system_properties.delivery_attempt = 2
+    v = MessageView.from_pb(p, "h:1")
+    assert (v.body, v.tag, v.keys, v.properties, v.delivery_attempt, v.corrupted) == (
+        b"body", "a", ["k1", "k2"], {"p": "v"}, 2, False)
+    p.system_properties.body_digest.checksum = "00"
+    assert MessageView.from_pb(p, "h:1").corrupted
+    assert Message("t", b"x", message_group="g").message_type == pb.MessageType.FIFO
+    with pytest.raises(ValueError):
+        Message("t", b"x", tag="a||b")
