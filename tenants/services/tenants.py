@@ -6,6 +6,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import Q
 
 from tenants.choices import MembershipRole
 from tenants.errors import AlreadyExists, InvalidState, PermissionDeniedError
@@ -125,10 +126,8 @@ def update_plan(actor: Actor, plan: Plan, **changes: Any) -> Plan:
     if changes.get("is_default"):
         Plan.objects.filter(is_default=True).exclude(pk=plan.pk).update(is_default=False)
     update_audited(actor, plan, changes)
-    affected = Tenant.objects.filter(plan=plan).values_list("pk", flat=True)
-    if plan.is_default:
-        affected = affected.union(Tenant.objects.filter(plan__isnull=True).values_list("pk", flat=True))
-    enqueue_tenant_quotas(list(affected))
+    on_plan = Q(plan=plan) | Q(plan__isnull=True) if plan.is_default else Q(plan=plan)
+    enqueue_tenant_quotas(list(Tenant.objects.filter(on_plan).values_list("pk", flat=True)))
     return plan
 
 

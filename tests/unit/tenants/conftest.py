@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,14 @@ from tenants.services.gateway import InMemoryBrokerGateway
 from tenants.services.provisioning import set_gateway
 
 ROLES = ("operator", "owner", "admin", "developer", "viewer", "outsider")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _static_root() -> None:
+    # WhiteNoise warns (an error under filterwarnings) when STATIC_ROOT is missing on a fresh checkout.
+    from django.conf import settings
+
+    Path(settings.STATIC_ROOT).mkdir(parents=True, exist_ok=True)
 
 
 @pytest.fixture(autouse=True)
