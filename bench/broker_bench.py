@@ -1,0 +1,337 @@
+"""Broker throughput and latency, side by side with NATS JetStream, RabbitMQ and a bare gRPC server.
+
+Every party runs in its own process on this machine; the client side is this script. 1 KiB messages.
+Figures (``--json PATH`` writes them):
+
+- produce_batched_msgs_per_s     our broker, 64 messages per SendMessage, ASYNC_FLUSH
+- produce_sync_flush_msgs_per_s  the same with SYNC_FLUSH (group commit)
+- produce_single_msgs_per_s      one message per request, 16 in flight (as the official clients send)
+- consume_msgs_per_s             ReceiveMessage batches of 32, then one AckMessage per batch
+- e2e_p99_ms                     send -> receipt by a waiting consumer, paced at 5,000 msgs/s
+- grpc_ceiling_msgs_per_s / grpc_ceiling_single_msgs_per_s   the bare server, same requests
+- nats_publish_msgs_per_s / nats_consume_msgs_per_s / rabbitmq_quorum_publish_msgs_per_s  peers
+
+Run: ``uv run python bench/broker_bench.py [--quick] [--json PATH]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+import peers  # noqa: E402
+
+from mqcloud.admin.v1 import admin_pb2, admin_pb2_grpc  # noqa: E402
+from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb  # noqa: E402
+from mqcloud.apache.rocketmq.v2 import service_pb2 as svc  # noqa: E402
+from mqcloud.apache.rocketmq.v2 import service_pb2_grpc as svc_grpc  # noqa: E402
+
+BODY = os.urandom(1024)
+TOPIC = "bench"
+GROUP = "bench-group"
+QUEUES = 8
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise TimeoutError(f"nothing listening on {port}")
+
+
+@contextlib.contextmanager
+def process(argv: list[str], port: int) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port, proc)
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.contextmanager
+def our_broker(flush: str) -> Iterator[str]:
+    port = free_port()
+    data_dir = Path(tempfile.mkdtemp(prefix=f"mqbench-{flush}-"))
+    argv = [
+        sys.executable,
+        "-m",
+        "cli.main",
+        "broker",
+        "start",
+        "--data-dir",
+        str(data_dir),
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--metrics-listen",
+        "0",
+        "--flush",
+        flush,
+    ]
+    try:
+        with process(argv, port):
+            target = f"127.0.0.1:{port}"
+            with grpc.insecure_channel(target) as channel:
+                admin = admin_pb2_grpc.BrokerAdminStub(channel)
+                admin.CreateTopic(
+                    admin_pb2.CreateTopicRequest(
+                        topic=admin_pb2.Topic(name=TOPIC, queue_count=QUEUES, message_type=admin_pb2.NORMAL)
+                    )
+                )
+                for group in (GROUP, GROUP + "-e2e"):
+                    admin.CreateGroup(admin_pb2.CreateGroupRequest(group=admin_pb2.Group(name=group)))
+            yield target
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def message(i: int, stamp_ns: int | None = None) -> pb.Message:
+    props = {"t0": str(stamp_ns)} if stamp_ns is not None else {}
+    return pb.Message(
+        topic=pb.Resource(name=TOPIC),
+        body=BODY,
+        user_properties=props,
+        system_properties=pb.SystemProperties(
+            message_id=f"{os.getpid():08X}{i:024X}",
+            message_type=pb.NORMAL,
+            tag="bench",
+            queue_id=i % QUEUES,
+            body_encoding=pb.IDENTITY,
+            born_host="127.0.0.1",
+        ),
+    )
+
+
+@contextlib.asynccontextmanager
+async def stub(target: str) -> AsyncIterator[svc_grpc.MessagingServiceStub]:
+    async with grpc.aio.insecure_channel(target, options=[("grpc.max_send_message_length", 64 << 20)]) as ch:
+        yield svc_grpc.MessagingServiceStub(ch)
+
+
+async def produce(target: str, count: int, per_request: int, in_flight: int) -> float:
+    """Send ``count`` messages, ``per_request`` per SendMessage, ``in_flight`` requests at a time."""
+    requests = [
+        svc.SendMessageRequest(messages=[message(i + j) for j in range(per_request)])
+        for i in range(0, count, per_request)
+    ]
+    async with stub(target) as s:
+        queue: asyncio.Queue[svc.SendMessageRequest] = asyncio.Queue()
+        for r in requests:
+            queue.put_nowait(r)
+
+        async def worker() -> None:
+            while not queue.empty():
+                response = await s.SendMessage(queue.get_nowait(), timeout=30)
+                if response.status.code != pb.Code.OK:
+                    raise RuntimeError(f"send failed: {response.status}")
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(in_flight)))
+        return len(requests) * per_request / (time.perf_counter() - started)
+
+
+async def consume(target: str, count: int, batch: int = 32, in_flight: int = 4) -> float:
+    async with stub(target) as s:
+        received = 0
+
+        async def worker() -> None:
+            nonlocal received
+            while received < count:
+                request = svc.ReceiveMessageRequest(
+                    group=pb.Resource(name=GROUP),
+                    message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC), id=-1),
+                    filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
+                    batch_size=batch,
+                    auto_renew=False,
+                )
+                request.invisible_duration.FromSeconds(60)
+                request.long_polling_timeout.FromSeconds(2)
+                handles = []
+                async for frame in s.ReceiveMessage(request, timeout=10):
+                    if frame.WhichOneof("content") == "message":
+                        sp = frame.message.system_properties
+                        handles.append(
+                            svc.AckMessageEntry(message_id=sp.message_id, receipt_handle=sp.receipt_handle)
+                        )
+                if not handles:
+                    return
+                ack = await s.AckMessage(
+                    svc.AckMessageRequest(
+                        group=pb.Resource(name=GROUP), topic=pb.Resource(name=TOPIC), entries=handles
+                    ),
+                    timeout=10,
+                )
+                if ack.status.code not in (pb.Code.OK, pb.Code.MULTIPLE_RESULTS):
+                    raise RuntimeError(f"ack failed: {ack.status}")
+                received += len(handles)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(in_flight)))
+        return received / (time.perf_counter() - started)
+
+
+async def e2e_latency(target: str, rate: int, seconds: float) -> float:
+    """p99 of send -> receipt in ms, with consumers long-polling while a paced producer sends."""
+    total = int(rate * seconds)
+    latencies: list[float] = []
+    async with stub(target) as s:
+        done = asyncio.Event()
+
+        async def consumer() -> None:
+            while not done.is_set():
+                request = svc.ReceiveMessageRequest(
+                    group=pb.Resource(name=GROUP + "-e2e"),
+                    message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC), id=-1),
+                    filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
+                    batch_size=32,
+                    auto_renew=False,
+                )
+                request.invisible_duration.FromSeconds(60)
+                request.long_polling_timeout.FromSeconds(1)
+                entries = []
+                async for frame in s.ReceiveMessage(request, timeout=5):
+                    if frame.WhichOneof("content") == "message":
+                        now = time.monotonic_ns()
+                        m = frame.message
+                        if "t0" in m.user_properties:
+                            latencies.append((now - int(m.user_properties["t0"])) / 1e6)
+                        entries.append(
+                            svc.AckMessageEntry(
+                                message_id=m.system_properties.message_id,
+                                receipt_handle=m.system_properties.receipt_handle,
+                            )
+                        )
+                if entries:
+                    await s.AckMessage(
+                        svc.AckMessageRequest(
+                            group=pb.Resource(name=GROUP + "-e2e"),
+                            topic=pb.Resource(name=TOPIC),
+                            entries=entries,
+                        )
+                    )
+                if len(latencies) >= total:
+                    done.set()
+
+        consumers = [asyncio.create_task(consumer()) for _ in range(4)]
+        await asyncio.sleep(0.5)  # consumers are parked in their long poll
+        # Only messages sent from now on count: skip the backlog of earlier phases.
+        interval = 1.0 / rate
+        start = time.monotonic()
+        sends = []
+        for i in range(total):
+            target_t = start + i * interval
+            delay = target_t - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            req = svc.SendMessageRequest(messages=[message(i, time.monotonic_ns())])
+            sends.append(asyncio.ensure_future(s.SendMessage(req, timeout=10)))
+        await asyncio.gather(*sends)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), timeout=10)
+        done.set()
+        await asyncio.gather(*consumers, return_exceptions=True)
+    latencies.sort()
+    return latencies[int(len(latencies) * 0.99) - 1] if latencies else float("nan")
+
+
+async def run(quick: bool) -> dict[str, Any]:
+    n_batched = 30_000 if quick else 200_000
+    n_single = 5_000 if quick else 40_000
+    results: dict[str, Any] = {}
+
+    port = free_port()
+    with process([sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(port)], port):
+        results["grpc_ceiling_msgs_per_s"] = await produce(f"127.0.0.1:{port}", n_batched, 64, 8)
+        results["grpc_ceiling_single_msgs_per_s"] = await produce(f"127.0.0.1:{port}", n_single, 1, 16)
+
+    with our_broker("async") as target:
+        results["produce_batched_msgs_per_s"] = await produce(target, n_batched, 64, 8)
+        results["produce_single_msgs_per_s"] = await produce(target, n_single, 1, 16)
+        results["consume_msgs_per_s"] = await consume(target, n_batched)
+        results["e2e_p99_ms"] = await e2e_latency(target, rate=5000, seconds=2 if quick else 10)
+    with our_broker("sync") as target:
+        results["produce_sync_flush_msgs_per_s"] = await produce(target, n_batched // 2, 64, 8)
+
+    try:
+        rate, stream = await peers.nats_publish(n_single * 2, BODY, in_flight=512)
+        results["nats_publish_msgs_per_s"] = rate
+        results["nats_consume_msgs_per_s"] = await peers.nats_consume(stream, n_single * 2)
+    except Exception as exc:  # noqa: BLE001 - a missing peer is reported, not fatal
+        results["nats_error"] = repr(exc)
+    try:
+        results["rabbitmq_quorum_publish_msgs_per_s"] = await peers.rabbitmq_quorum_publish(
+            n_single, BODY, in_flight=512
+        )
+    except Exception as exc:  # noqa: BLE001
+        results["rabbitmq_error"] = repr(exc)
+
+    def ratio(a: str, b: str) -> float | None:
+        return round(results[a] / results[b], 2) if a in results and b in results else None
+
+    results["ratios"] = {
+        "batched_vs_nats": ratio("produce_batched_msgs_per_s", "nats_publish_msgs_per_s"),
+        "batched_vs_grpc_ceiling": ratio("produce_batched_msgs_per_s", "grpc_ceiling_msgs_per_s"),
+        "sync_vs_rabbitmq_quorum": ratio(
+            "produce_sync_flush_msgs_per_s", "rabbitmq_quorum_publish_msgs_per_s"
+        ),
+        "single_vs_bare_single": ratio("produce_single_msgs_per_s", "grpc_ceiling_single_msgs_per_s"),
+        "consume_vs_nats": ratio("consume_msgs_per_s", "nats_consume_msgs_per_s"),
+    }
+    results["machine"] = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller runs, within 120 s")
+    parser.add_argument("--json", type=Path, help="write the figures here")
+    args = parser.parse_args()
+    results = asyncio.run(run(args.quick))
+    text = json.dumps(results, indent=2, default=float)
+    sys.stdout.write(text + "\n")
+    if args.json:
+        args.json.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
