@@ -87,13 +87,25 @@ ENDPOINTS = {
         "/api/v1/memberships/", _membership, _new_member, {"role": "viewer"}, MANAGE, delete_status=204
     ),
     "access-keys": Endpoint(
-        "/api/v1/access-keys/", _key, lambda p: {"tenant": p.tenant.pk, "description": "ci"}, {"description": "x"}, MANAGE
+        "/api/v1/access-keys/",
+        _key,
+        lambda p: {"tenant": p.tenant.pk, "description": "ci"},
+        {"description": "x"},
+        MANAGE,
     ),
     "topics": Endpoint(
-        "/api/v1/topics/", _topic, lambda p: {"tenant": p.tenant.pk, "name": "payments"}, {"description": "x"}, BUILD
+        "/api/v1/topics/",
+        _topic,
+        lambda p: {"tenant": p.tenant.pk, "name": "payments"},
+        {"description": "x"},
+        BUILD,
     ),
     "consumer-groups": Endpoint(
-        "/api/v1/consumer-groups/", _group, lambda p: {"tenant": p.tenant.pk, "name": "audit"}, {"fifo": True}, BUILD
+        "/api/v1/consumer-groups/",
+        _group,
+        lambda p: {"tenant": p.tenant.pk, "name": "audit"},
+        {"fifo": True},
+        BUILD,
     ),
     "acl-policies": Endpoint(
         "/api/v1/acl-policies/",
@@ -103,24 +115,51 @@ ENDPOINTS = {
         MANAGE,
     ),
     "quotas": Endpoint(
-        "/api/v1/quotas/", _quota, lambda p: {"tenant": p.tenant.pk, "max_topics": 5}, {"max_topics": 9}, set()
+        "/api/v1/quotas/",
+        _quota,
+        lambda p: {"tenant": p.tenant.pk, "max_topics": 5},
+        {"max_topics": 9},
+        set(),
     ),
     "plans": Endpoint(
-        "/api/v1/plans/", lambda p: p.plan, lambda p: {"name": "gold"}, {"display_name": "Std"}, set(),
-        readers=set(ROLES), delete_status=409, tenant_scoped=False,  # tenants are on the plan
+        "/api/v1/plans/",
+        lambda p: p.plan,
+        lambda p: {"name": "gold"},
+        {"display_name": "Std"},
+        set(),
+        readers=set(ROLES),
+        delete_status=409,
+        tenant_scoped=False,  # tenants are on the plan
     ),
     "broker-clusters": Endpoint(
-        "/api/v1/broker-clusters/", lambda p: p.cluster, lambda p: {"name": "c2"}, {"description": "x"}, set(),
-        readers=set(), delete_status=409, tenant_scoped=False,
+        "/api/v1/broker-clusters/",
+        lambda p: p.cluster,
+        lambda p: {"name": "c2"},
+        {"description": "x"},
+        set(),
+        readers=set(),
+        delete_status=409,
+        tenant_scoped=False,
     ),
     "broker-groups": Endpoint(
-        "/api/v1/broker-groups/", lambda p: p.groups[0], lambda p: {"cluster": p.cluster.pk, "name": "broker-d"},
-        {"name": "broker-z"}, set(), readers=set(), delete_status=204, tenant_scoped=False,
+        "/api/v1/broker-groups/",
+        lambda p: p.groups[0],
+        lambda p: {"cluster": p.cluster.pk, "name": "broker-d"},
+        {"name": "broker-z"},
+        set(),
+        readers=set(),
+        delete_status=204,
+        tenant_scoped=False,
     ),
     "broker-nodes": Endpoint(
-        "/api/v1/broker-nodes/", lambda p: p.nodes[0],
+        "/api/v1/broker-nodes/",
+        lambda p: p.nodes[0],
         lambda p: {"group": p.groups[0].pk, "name": "n9", "broker_id": 1, "endpoint": "127.0.0.1:9999"},
-        {"enabled": False}, set(), readers=set(), delete_status=204, tenant_scoped=False,
+        {"enabled": False},
+        set(),
+        readers=set(),
+        delete_status=204,
+        tenant_scoped=False,
     ),
     "audit-events": Endpoint("/api/v1/audit-events/", _event, None, None, set()),
 }

@@ -89,7 +89,9 @@ def test_task_retries_then_gives_up_and_leaves_error(
     assert len(attempts) > 1  # retried
 
 
-def test_stale_apply_does_not_mark_a_newer_change_active(platform: Platform, gateway: InMemoryBrokerGateway) -> None:
+def test_stale_apply_does_not_mark_a_newer_change_active(
+    platform: Platform, gateway: InMemoryBrokerGateway
+) -> None:
     topic = topics.create_topic(SYSTEM, platform.tenant, name="orders")
 
     class Racing(InMemoryBrokerGateway):
