@@ -185,13 +185,19 @@ class InMemoryBrokerGateway:
         self.quotas.get(endpoint, {}).pop((namespace, scope, name), None)
 
 
+def _qualified(info: Any) -> str:
+    name = str(info.name)
+    return name if "%" in name or not info.namespace else f"{info.namespace}%{name}"
+
+
 @final
 class GrpcBrokerGateway:
     """The real brokers, through ``mqcloud.admin_client.BrokerAdminClient`` (one client per endpoint).
 
-    The admin API serves topics and groups; keys, ACLs and quotas are pushed through it when the
-    client offers the matching call, and are otherwise skipped with a debug log (the broker then gets
-    them another way, e.g. its own config file), so a broker without them still provisions topics.
+    The admin API (``mqcloud.admin.v1.BrokerAdmin``) serves topics and groups; upserts are create,
+    then update on ALREADY_EXISTS; deletes accept NOT_FOUND. Keys, ACLs and quotas are pushed when
+    the client offers a matching call and are otherwise skipped with a debug log, so a broker without
+    those calls still gets its topics and groups.
     """
 
     def __init__(self, timeout_s: float = 5.0) -> None:
@@ -201,76 +207,105 @@ class GrpcBrokerGateway:
     def _client(self, endpoint: str) -> Any:
         client = self._clients.get(endpoint)
         if client is None:
-            try:
-                from mqcloud.admin_client import BrokerAdminClient  # type: ignore[import-not-found]
-            except ImportError as exc:  # the admin client is not installed in this build
-                raise BrokerUnavailable(f"broker admin client unavailable: {exc}") from exc
+            from mqcloud.admin_client import BrokerAdminClient
+
             client = BrokerAdminClient(endpoint, timeout=self.timeout_s)
             self._clients[endpoint] = client
         return client
 
-    def _call(self, endpoint: str, method: str, *args: Any, optional: bool = False, **kwargs: Any) -> Any:
-        client = self._client(endpoint)
-        fn = getattr(client, method, None)
-        if fn is None:
-            if optional:
-                logger.debug("broker admin client has no %s; skipped", method, extra={"endpoint": endpoint})
-                return None
-            raise BrokerUnavailable(f"broker admin client does not support {method}")
+    def _call(self, endpoint: str, method: str, *args: Any, ok: tuple[str, ...] = (), **kwargs: Any) -> Any:
+        from mqcloud.admin_client import BrokerAdminError
+
         try:
-            return fn(*args, **kwargs)
-        except BrokerUnavailable:
-            raise
-        except Exception as exc:  # grpc.RpcError and client errors alike: the broker did not comply
+            return getattr(self._client(endpoint), method)(*args, **kwargs)
+        except BrokerAdminError as exc:
+            if exc.code in ok:
+                return None
             raise BrokerUnavailable(f"{endpoint}: {method} failed: {exc}") from exc
 
+    def _optional(self, endpoint: str, method: str, *args: Any, **kwargs: Any) -> None:
+        if getattr(self._client(endpoint), method, None) is None:
+            logger.debug("broker admin client has no %s; skipped", method, extra={"endpoint": endpoint})
+            return
+        self._call(endpoint, method, *args, **kwargs)
+
     def upsert_topic(self, endpoint: str, spec: TopicSpec) -> None:
-        self._call(endpoint, "upsert_topic", **asdict(spec))
+        fields = {
+            "queue_count": spec.queue_count,
+            "message_type": spec.message_type,
+            "retention_hours": spec.retention_hours or 0,
+            "max_message_bytes": spec.max_message_bytes or 0,
+        }
+        created = self._call(endpoint, "create_topic", spec.name, ok=("ALREADY_EXISTS",), **fields)
+        if created is None:
+            self._call(endpoint, "update_topic", spec.name, **fields)
 
     def delete_topic(self, endpoint: str, name: str) -> None:
-        self._call(endpoint, "delete_topic", name)
+        self._call(endpoint, "delete_topic", name, ok=("NOT_FOUND",))
 
     def list_topics(self, endpoint: str) -> Mapping[str, TopicSpec]:
+        from mqcloud.admin.v1 import admin_pb2
+
         result: dict[str, TopicSpec] = {}
         for info in self._call(endpoint, "list_topics") or ():
-            result[info.name] = TopicSpec(
-                name=info.name,
-                queue_count=int(getattr(info, "queue_count", 0)),
-                message_type=str(getattr(info, "message_type", "NORMAL")),
+            name = _qualified(info)
+            result[name] = TopicSpec(
+                name=name,
+                queue_count=int(info.queue_count),
+                message_type=admin_pb2.TopicMessageType.Name(info.message_type),
+                retention_hours=int(info.retention_hours) or None,
+                max_message_bytes=int(info.max_message_bytes) or None,
             )
         return result
 
     def upsert_group(self, endpoint: str, spec: GroupSpec) -> None:
-        self._call(endpoint, "upsert_group", **asdict(spec))
+        fields: dict[str, Any] = {
+            "fifo": spec.fifo,
+            "broadcast": spec.broadcast,
+            "max_delivery_attempts": spec.max_delivery_attempts,
+            "retry_initial_ms": spec.retry_initial_backoff_ms,
+            "retry_max_ms": spec.retry_max_backoff_ms,
+        }
+        if spec.retry_policy == "CUSTOMIZED":
+            # fixed steps from the initial backoff doubling up to the max, as RocketMQ's default table
+            steps, delay = [], spec.retry_initial_backoff_ms
+            while delay < spec.retry_max_backoff_ms and len(steps) < spec.max_delivery_attempts:
+                steps.append(delay)
+                delay *= 2
+            fields["retry_delays_ms"] = [*steps, spec.retry_max_backoff_ms]
+        created = self._call(endpoint, "create_group", spec.name, ok=("ALREADY_EXISTS",), **fields)
+        if created is None:
+            self._call(endpoint, "update_group", spec.name, **fields)
 
     def delete_group(self, endpoint: str, name: str) -> None:
-        self._call(endpoint, "delete_group", name)
+        self._call(endpoint, "delete_group", name, ok=("NOT_FOUND",))
 
     def list_groups(self, endpoint: str) -> Mapping[str, GroupSpec]:
         result: dict[str, GroupSpec] = {}
         for info in self._call(endpoint, "list_groups") or ():
-            result[info.name] = GroupSpec(
-                name=info.name,
-                fifo=bool(getattr(info, "fifo", False)),
-                broadcast=bool(getattr(info, "broadcast", False)),
-                max_delivery_attempts=int(getattr(info, "max_delivery_attempts", 16)),
+            name = _qualified(info)
+            result[name] = GroupSpec(
+                name=name,
+                fifo=bool(info.fifo),
+                broadcast=bool(info.broadcast),
+                max_delivery_attempts=int(info.max_delivery_attempts),
             )
         return result
 
     def put_access_key(self, endpoint: str, spec: AccessKeySpec) -> None:
-        self._call(endpoint, "put_access_key", **asdict(spec), optional=True)
+        self._optional(endpoint, "put_access_key", **asdict(spec))
 
     def delete_access_key(self, endpoint: str, namespace: str, access_key: str) -> None:
-        self._call(endpoint, "delete_access_key", namespace, access_key, optional=True)
+        self._optional(endpoint, "delete_access_key", namespace, access_key)
 
     def put_acl(self, endpoint: str, spec: AclSpec) -> None:
-        self._call(endpoint, "put_acl", **asdict(spec), optional=True)
+        self._optional(endpoint, "put_acl", **asdict(spec))
 
     def delete_acl(self, endpoint: str, namespace: str, policy_id: str) -> None:
-        self._call(endpoint, "delete_acl", namespace, policy_id, optional=True)
+        self._optional(endpoint, "delete_acl", namespace, policy_id)
 
     def put_quota(self, endpoint: str, spec: QuotaSpec) -> None:
-        self._call(endpoint, "put_quota", **asdict(spec), optional=True)
+        self._optional(endpoint, "put_quota", **asdict(spec))
 
     def delete_quota(self, endpoint: str, namespace: str, scope: str, name: str) -> None:
-        self._call(endpoint, "delete_quota", namespace, scope, name, optional=True)
+        self._optional(endpoint, "delete_quota", namespace, scope, name)
