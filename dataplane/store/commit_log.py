@@ -197,7 +197,7 @@ class CommitLog:
             end += size
         return mf.read(rel, end - rel)
 
-    def recover(self, start: int, dispatch: Callable[[DispatchRequest], object]) -> int:
+    def recover(self, start: int, dispatch: Callable[[list[DispatchRequest]], object]) -> int:
         """Scan from ``start`` (a record boundary), validating magic, lengths and CRC, dispatching each
         valid record; truncate everything after the last valid one. Returns the new end offset."""
         queue = self.queue
@@ -210,6 +210,7 @@ class CommitLog:
             pos = end - mf.file_from_offset
             limit = self.file_size
             reached_marker = False
+            requests: list[DispatchRequest] = []
             while pos < limit:
                 try:
                     res = check_record(mf.mm, pos, limit)
@@ -230,8 +231,9 @@ class CommitLog:
                         res.physical_offset,
                     )
                     break
-                dispatch(res)
+                requests.append(res)
                 pos += res.size
+            dispatch(requests)
             end = mf.file_from_offset + pos
             if not reached_marker and pos < limit:
                 break

@@ -66,6 +66,33 @@ class CommitLogDispatcher:
         self.last_store_timestamp = ts
         return moved
 
+    def dispatch_requests(self, requests: list[DispatchRequest]) -> dict[tuple[str, int], int]:
+        """Many records in log order (recovery): one ConsumeQueue write per run of consecutive offsets."""
+        pending: dict[tuple[str, int], tuple[int, list[bytes]]] = {}
+        moved: dict[tuple[str, int], int] = {}
+        pack = CQ_ENTRY.pack
+        skip = self.index_skip_below
+        for req in requests:
+            key = (req.topic, req.queue_id)
+            run = pending.get(key)
+            if run is not None and run[0] + len(run[1]) != req.queue_offset:
+                self.queues.find_or_create(*key).put(run[0], b"".join(run[1]))
+                run = None
+            if run is None:
+                run = pending[key] = (req.queue_offset, [])
+            run[1].append(pack(req.physical_offset, req.size, req.tag_hash))
+            if (req.keys or req.uniq_key) and req.physical_offset > skip:
+                self.index.put(req.topic, req.keys, req.uniq_key, req.physical_offset, req.store_timestamp)
+        for key, (first, entries) in pending.items():
+            cq = self.queues.find_or_create(*key)
+            cq.put(first, b"".join(entries))
+            moved[key] = cq.max_offset
+        if requests:
+            last = requests[-1]
+            self.dispatched_offset = last.physical_offset + last.size
+            self.last_store_timestamp = last.store_timestamp
+        return moved
+
     def dispatch(self, request: DispatchRequest) -> tuple[str, int, int]:
         """One record (recovery or replication); returns (topic, qid, new max offset)."""
         cq = self.queues.find_or_create(request.topic, request.queue_id)

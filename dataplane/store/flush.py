@@ -48,7 +48,10 @@ class GroupCommitService:
 
     def __init__(self, flush: Callable[[], int], initial_flushed: int):
         self._flush = flush
-        self._cv = threading.Condition()
+        # two conditions on one lock: writers wake only the flusher, the flusher wakes the writers
+        lock = threading.Lock()
+        self._cv = threading.Condition(lock)
+        self._flusher_cv = threading.Condition(lock)
         self._flushed = initial_flushed
         self._requested = initial_flushed
         self._futures: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[bool]]] = []
@@ -75,14 +78,14 @@ class GroupCommitService:
         with self._cv:
             if written_offset > self._requested:
                 self._requested = written_offset
-                self._cv.notify_all()
+                self._flusher_cv.notify()
 
     def wait_flushed(self, offset: int, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         with self._cv:
             if offset > self._requested:
                 self._requested = offset
-                self._cv.notify_all()
+                self._flusher_cv.notify()
             while self._flushed < offset:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not self._running:
@@ -99,14 +102,14 @@ class GroupCommitService:
             self._futures.append((offset, loop, future))
             if offset > self._requested:
                 self._requested = offset
-            self._cv.notify_all()
+            self._flusher_cv.notify()
         return future
 
     def _run(self) -> None:
         while True:
             with self._cv:
                 while self._running and self._requested <= self._flushed:
-                    self._cv.wait(1.0)
+                    self._flusher_cv.wait(1.0)
                 if not self._running and self._requested <= self._flushed:
                     break
             try:
@@ -132,6 +135,7 @@ class GroupCommitService:
         with self._cv:
             self._running = False
             self._cv.notify_all()
+            self._flusher_cv.notify_all()
         if self._thread is not None:
             self._thread.join()
             self._thread = None

@@ -130,7 +130,7 @@ class MessageStore(StoreReader):
             cq.delete_expired(commit_log.min_offset)
         dispatcher = self.dispatcher
         dispatcher.index_skip_below = self.index.end_phy_offset
-        end = commit_log.recover(start, dispatcher.dispatch)
+        end = commit_log.recover(start, dispatcher.dispatch_requests)
         for cq in self.consume_queues.queues.values():
             cq.truncate_physical(end)
         dispatcher.dispatched_offset = end

@@ -25,8 +25,10 @@ logger = logging.getLogger(__name__)
 
 
 def disk_usage_ratio(path: str | os.PathLike[str]) -> float:
+    """Used share of the space this process may use, as ``df`` computes Use% (reserved blocks excluded)."""
     usage = shutil.disk_usage(path)
-    return (usage.total - usage.free) / usage.total if usage.total else 0.0
+    room = usage.used + usage.free
+    return usage.used / room if room else 0.0
 
 
 class RetentionService:

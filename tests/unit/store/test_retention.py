@@ -22,6 +22,7 @@ def _age_all_but_last(store: MessageStore, hours: float) -> None:
 
 def test_expired_segments_deleted_and_offset_moved(make_store: StoreFactory) -> None:
     store = make_store(file_reserved_time_hours=72, consume_queue_entries_per_file=10)
+    store.retention.usage = lambda: 0.0  # independent of the real disk
     _fill(store, 200)
     files_before = len(store.commit_log.queue.files)
     assert store.delete_expired_files() == 0
@@ -49,6 +50,7 @@ def test_expired_segments_deleted_and_offset_moved(make_store: StoreFactory) -> 
 
 def test_active_segment_never_deleted(make_store: StoreFactory) -> None:
     store = make_store(file_reserved_time_hours=0)
+    store.retention.usage = lambda: 1.0
     _fill(store, 10)
     assert len(store.commit_log.queue.files) == 1
     assert store.delete_expired_files(now_ms=int(time.time() * 1000) + 10**9) == 0
@@ -66,6 +68,7 @@ def test_disk_watermark_deletes_oldest(make_store: StoreFactory) -> None:
 
 def test_deleted_state_survives_restart(make_store: StoreFactory) -> None:
     store = make_store(consume_queue_entries_per_file=10)
+    store.retention.usage = lambda: 0.0
     _fill(store, 200)
     _age_all_but_last(store, 100)
     store.delete_expired_files()

@@ -1,0 +1,254 @@
+"""Storage engine benchmark: append, read, group commit and recovery against the disk's own rate.
+
+    uv run python bench/store_bench.py [--quick] [--json PATH] [--dir DIR]
+
+Figures (see docs/benchmarks.md for targets): disk_write_mb_s (sequential buffered pwrite of the same
+segment-file pattern), append_async_msgs_per_s / append_mb_s / append_vs_disk_ratio (ASYNC_FLUSH,
+batches of 128 x 1 KiB, one process), read_msgs_per_s (batches of 32 from the page cache),
+sync_group_commit_ratio (64 SYNC_FLUSH writers over one), recovery_s_per_gib (full scan after SIGKILL,
+checkpoint removed; --quick scans a smaller log and scales linearly).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from dataplane.store import (  # noqa: E402
+    FlushDiskType,
+    MessageStore,
+    MessageStoreConfig,
+    MessageToStore,
+    PutMessageStatus,
+)
+
+TOPIC = "bench%topic"
+QUEUES = 8
+BATCH = 128
+BODY = b"x" * 1024
+SEGMENT = 1 << 30
+
+
+def _config(path: Path, **kw: object) -> MessageStoreConfig:
+    return MessageStoreConfig(path, mapped_file_size_commit_log=SEGMENT, **kw)  # type: ignore[arg-type]
+
+
+def _batches(props: dict[str, str] | None = None) -> list[list[MessageToStore]]:
+    return [
+        [MessageToStore(TOPIC, (b * BATCH + i) % QUEUES, BODY, dict(props or {})) for i in range(BATCH)]
+        for b in range(4)
+    ]
+
+
+def bench_disk(work: Path, total_bytes: int, chunk: int) -> float:
+    """MB/s of sequential buffered pwrite into preallocated 1 GiB segment files (no fsync)."""
+    directory = work / "disk"
+    directory.mkdir()
+    data = os.urandom(chunk)
+    written = 0
+    began = time.perf_counter()
+    segment = 0
+    while written < total_bytes:
+        fd = os.open(directory / f"{segment * SEGMENT:020d}", os.O_RDWR | os.O_CREAT, 0o644)
+        os.posix_fallocate(fd, 0, SEGMENT)
+        pos = 0
+        while pos + chunk <= SEGMENT and written < total_bytes:
+            os.pwrite(fd, data, pos)
+            pos += chunk
+            written += chunk
+        os.close(fd)
+        segment += 1
+    elapsed = time.perf_counter() - began
+    shutil.rmtree(directory)
+    return written / elapsed / 1e6
+
+
+def bench_append_and_read(work: Path, count: int, props: dict[str, str] | None) -> dict[str, float]:
+    directory = work / ("append-props" if props else "append")
+    store = MessageStore(_config(directory))
+    store.start()
+    batches = _batches(props)
+    began = time.perf_counter()
+    for i in range(count // BATCH):
+        result = store.put_messages(batches[i % 4])
+        assert result.status is PutMessageStatus.PUT_OK
+    elapsed = time.perf_counter() - began
+    appended = count // BATCH * BATCH
+    out = {"msgs_per_s": appended / elapsed, "mb_s": store.max_physical_offset / elapsed / 1e6}
+    if not props:
+        read = 0
+        began = time.perf_counter()
+        for qid in range(QUEUES):
+            offset = 0
+            while True:
+                got = store.get_messages(TOPIC, qid, offset, max_count=32)
+                if not got.messages:
+                    break
+                read += len(got.messages)
+                offset = got.next_begin_offset
+        out["read_msgs_per_s"] = read / (time.perf_counter() - began)
+        assert read == appended
+    store.shutdown()
+    shutil.rmtree(directory)
+    return out
+
+
+def _sync_rate(store: MessageStore, writers: int, seconds: float) -> float:
+    stop = time.monotonic() + seconds
+    counts = [0] * writers
+    batch = [MessageToStore(TOPIC, 0, BODY)]
+
+    def run(index: int) -> None:
+        while time.monotonic() < stop:
+            assert store.put_messages(batch).status is PutMessageStatus.PUT_OK
+            counts[index] += 1
+
+    began = time.perf_counter()
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(counts) / (time.perf_counter() - began)
+
+
+def bench_group_commit(work: Path, seconds: float) -> dict[str, float]:
+    directory = work / "sync"
+    store = MessageStore(_config(directory, flush_disk_type=FlushDiskType.SYNC_FLUSH))
+    store.start()
+    one = _sync_rate(store, 1, seconds)
+    many = _sync_rate(store, 64, seconds)
+    store.shutdown()
+    shutil.rmtree(directory)
+    return {"sync_1_writer_msgs_per_s": one, "sync_64_writers_msgs_per_s": many, "ratio": many / one}
+
+
+def writer_main(directory: Path, total_bytes: int) -> None:
+    """Child process for the recovery bench: fill the log, report, then wait to be SIGKILLed."""
+    store = MessageStore(_config(directory, flush_consume_queue_interval_ms=3_600_000))
+    store.start()
+    batches = _batches({"UNIQ_KEY": "0" * 32})
+    i = 0
+    while store.max_physical_offset < total_bytes:
+        store.put_messages(batches[i % 4])
+        i += 1
+    print(store.max_physical_offset, flush=True)
+    time.sleep(3600)
+
+
+def bench_recovery(work: Path, total_bytes: int) -> dict[str, float]:
+    directory = work / "recovery"
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--writer", str(directory), "--bytes", str(total_bytes)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    size = int(proc.stdout.readline())
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+    (directory / "checkpoint").unlink(missing_ok=True)
+    store = MessageStore(_config(directory))
+    began = time.perf_counter()
+    store.start()
+    full = time.perf_counter() - began
+    assert store.max_physical_offset == size
+    store.shutdown()
+    store = MessageStore(_config(directory))
+    began = time.perf_counter()
+    store.start()
+    clean = time.perf_counter() - began
+    store.shutdown()
+    shutil.rmtree(directory)
+    return {
+        "log_bytes": size,
+        "full_scan_s": full,
+        "s_per_gib": full * (1 << 30) / size,
+        "clean_restart_s": clean,
+    }
+
+
+def machine() -> dict[str, str]:
+    try:
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+    except OSError:
+        lscpu = ""
+    return {"nproc": str(os.cpu_count()), "lscpu": "\n".join(lscpu.splitlines()[:10]), "python": sys.version}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller runs, finishes within 60 s")
+    parser.add_argument("--json", type=Path, help="write the figures to this file")
+    parser.add_argument("--dir", type=Path, help="work directory (default: the system temp dir)")
+    parser.add_argument("--writer", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--bytes", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.writer:
+        writer_main(args.writer, args.bytes)
+        return
+    count = 300_000 if args.quick else 1_000_000
+    recovery_bytes = (256 << 20) if args.quick else (1 << 30)
+    if args.dir:
+        args.dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="store-bench-", dir=args.dir))
+    try:
+        record = BATCH * (len(BODY) + 88 + 2 + len(TOPIC) + 2)
+        disk = bench_disk(work, count * (len(BODY) + 88 + 2 + len(TOPIC) + 2), record)
+        print(f"disk sequential buffered write: {disk:,.0f} MB/s")
+        plain = bench_append_and_read(work, count, None)
+        print(f"append ASYNC_FLUSH: {plain['msgs_per_s']:,.0f} msgs/s, {plain['mb_s']:,.0f} MB/s")
+        print(f"read by queue offset: {plain['read_msgs_per_s']:,.0f} msgs/s")
+        with_props = bench_append_and_read(work, count // 3, {"UNIQ_KEY": "0A0B0C0D0E0F", "TAGS": "TagA"})
+        print(f"append with UNIQ_KEY+TAGS (indexed): {with_props['msgs_per_s']:,.0f} msgs/s")
+        group = bench_group_commit(work, 2.0 if args.quick else 5.0)
+        print(
+            f"SYNC_FLUSH: 1 writer {group['sync_1_writer_msgs_per_s']:,.0f} msgs/s, 64 writers "
+            f"{group['sync_64_writers_msgs_per_s']:,.0f} msgs/s, ratio {group['ratio']:.1f}"
+        )
+        recovery = bench_recovery(work, recovery_bytes)
+        scaled = " (scaled from a smaller log)" if recovery_bytes < (1 << 30) else ""
+        print(
+            f"recovery after SIGKILL, full scan of {recovery['log_bytes'] / 2**20:.0f} MiB: "
+            f"{recovery['full_scan_s']:.2f} s = {recovery['s_per_gib']:.2f} s/GiB{scaled}; "
+            f"clean restart {recovery['clean_restart_s']:.3f} s"
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    figures = {
+        "mode": "quick" if args.quick else "full",
+        "disk_write_mb_s": disk,
+        "append_async_msgs_per_s": plain["msgs_per_s"],
+        "append_mb_s": plain["mb_s"],
+        "append_vs_disk_ratio": plain["mb_s"] / disk,
+        "append_async_indexed_msgs_per_s": with_props["msgs_per_s"],
+        "read_msgs_per_s": plain["read_msgs_per_s"],
+        "sync_1_writer_msgs_per_s": group["sync_1_writer_msgs_per_s"],
+        "sync_64_writers_msgs_per_s": group["sync_64_writers_msgs_per_s"],
+        "sync_group_commit_ratio": group["ratio"],
+        "recovery_log_bytes": recovery["log_bytes"],
+        "recovery_full_scan_s": recovery["full_scan_s"],
+        "recovery_s_per_gib": recovery["s_per_gib"],
+        "recovery_scaled": bool(scaled),
+        "clean_restart_s": recovery["clean_restart_s"],
+        "machine": machine(),
+    }
+    print(f"append/disk ratio: {figures['append_vs_disk_ratio']:.2f}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()

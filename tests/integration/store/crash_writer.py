@@ -1,0 +1,73 @@
+"""Writer process for test_crash_recovery: SYNC_FLUSH puts from 4 threads, one ACK line per durable message.
+
+Run as ``python -m tests.integration.store.crash_writer STORE_DIR RUN``; prints ``READY`` once started
+and ``ACK <queue id> <queue offset> <uniq key>`` after each put returned PUT_OK. Killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import threading
+from pathlib import Path
+
+from dataplane.store import FlushDiskType, MessageStore, MessageStoreConfig, MessageToStore, PutMessageStatus
+
+TOPIC = "ns%crash"
+QUEUES = 3
+
+
+def expected_body(uniq: str) -> bytes:
+    digest = hashlib.sha256(uniq.encode()).digest()
+    return digest * (1 + digest[0] % 48)
+
+
+def crash_config(store_dir: Path) -> MessageStoreConfig:
+    return MessageStoreConfig(
+        store_dir,
+        mapped_file_size_commit_log=128 * 1024,
+        consume_queue_entries_per_file=500,
+        flush_disk_type=FlushDiskType.SYNC_FLUSH,
+        index_hash_slot_num=512,
+        index_max_num=5000,
+        flush_consume_queue_interval_ms=50,
+        check_crc_on_read=True,
+    )
+
+
+def main() -> None:
+    store = MessageStore(crash_config(Path(sys.argv[1])))
+    run = sys.argv[2]
+    store.start()
+    out_lock = threading.Lock()
+    print("READY", flush=True)
+
+    def writer(thread: int) -> None:
+        seq = 0
+        while True:
+            batch = []
+            for _ in range(1 + seq % 4):
+                uniq = f"{run}-{thread}-{seq}"
+                seq += 1
+                qid = (thread + seq) % QUEUES
+                batch.append(MessageToStore(TOPIC, qid, expected_body(uniq), {"UNIQ_KEY": uniq, "KEYS": uniq}))
+            result = store.put_messages(batch)
+            if result.status is not PutMessageStatus.PUT_OK:
+                continue
+            lines = "".join(
+                f"ACK {m.queue_id} {e.queue_offset} {m.properties['UNIQ_KEY']}\n"
+                for m, e in zip(batch, result.entries, strict=True)
+            )
+            with out_lock:
+                sys.stdout.write(lines)
+                sys.stdout.flush()
+
+    threads = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+if __name__ == "__main__":
+    main()
