@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from mqcloud.admin_client import BrokerAdminClient
 from tests.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[3]
@@ -96,8 +97,12 @@ def test_standalone_serves_and_stops_cleanly(tmp_path: Path) -> None:
             assert "Dashboard" in page.text
         token_auth = {"Authorization": f"Token {demo['api']['token']}"}
         assert httpx.get(f"{base}/api/v1/", headers=token_auth).status_code == 200
+        # the broker runs and answers its admin API at the endpoint demo.json names
+        assert demo["broker"]["endpoint"] == f"127.0.0.1:{broker_port}"
+        with BrokerAdminClient(demo["broker"]["endpoint"], timeout=5) as admin:
+            assert isinstance(admin.list_topics(), list)
         children = processes_with_data_dir(data_dir.resolve())
-        assert len(children) >= 2  # control plane and celery at least
+        assert len(children) >= 3  # control plane, celery and the broker
 
         # when: SIGTERM
         started = time.monotonic()
