@@ -1,0 +1,175 @@
+"""The mqcloud SDK against a real broker process."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from mqcloud import (
+    AsyncProducer,
+    AsyncPushConsumer,
+    AsyncSimpleConsumer,
+    ConsumeResult,
+    Message,
+    MessageView,
+    NotFoundError,
+    Producer,
+    PushConsumer,
+    SimpleConsumer,
+)
+from tests.integration.sdk.conftest import Env
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+def _drain(c: SimpleConsumer, want: int, deadline_s: float = 20, invisible: float = 15,
+           ack: bool = True) -> list[MessageView]:
+    got: list[MessageView] = []
+    deadline = time.monotonic() + deadline_s
+    while len(got) < want and time.monotonic() < deadline:
+        for m in c.receive(16, invisible):
+            if ack:
+                c.ack(m)
+            got.append(m)
+    return got
+
+
+def test_round_trip_keeps_tag_keys_properties(env: Env) -> None:
+    with Producer(env.config, [env.topic]) as p, \
+            SimpleConsumer(env.config, env.group, {env.topic: "*"}, await_duration=2) as c:
+        sent = {}
+        for i in range(10):
+            r = p.send(Message(env.topic, f"m{i}".encode(), tag=f"t{i % 2}", keys=[f"k{i}", "common"],
+                               properties={"i": str(i), "unicode": "ü"}))
+            sent[r.message_id] = i
+        got = _drain(c, 10)
+        assert sorted(m.message_id for m in got) == sorted(sent)
+        for m in got:
+            i = sent[m.message_id]
+            assert (m.body, m.tag, m.keys, m.properties, m.delivery_attempt, m.topic) == (
+                f"m{i}".encode(), f"t{i % 2}", [f"k{i}", "common"], {"i": str(i), "unicode": "ü"}, 1,
+                env.topic)
+            assert not m.corrupted
+        assert c.receive(16, 5) == []
+
+
+def test_tag_filter(env: Env) -> None:
+    with Producer(env.config, [env.topic]) as p, \
+            SimpleConsumer(env.config, env.group, {env.topic: "a||b"}, await_duration=2) as c:
+        for tag in ("a", "b", "c", "a"):
+            p.send(Message(env.topic, tag.encode(), tag=tag))
+        got = _drain(c, 3)
+        assert sorted(m.tag or "" for m in got) == ["a", "a", "b"]
+
+
+def test_batch_send_and_send_async(env: Env) -> None:
+    with Producer(env.config, [env.topic]) as p, \
+            SimpleConsumer(env.config, env.group, {env.topic: "*"}, await_duration=2) as c:
+        receipts = p.send_batch([Message(env.topic, f"b{i}".encode(), keys=[f"b{i}"]) for i in range(5)])
+        assert len(receipts) == 5 and len({r.message_id for r in receipts}) == 5
+        assert len({r.queue_id for r in receipts}) == 1
+        futures = [p.send_async(Message(env.topic, f"a{i}".encode())) for i in range(5)]
+        async_ids = {f.result(10).message_id for f in futures}
+        got = _drain(c, 10)
+        assert {m.message_id for m in got} == {r.message_id for r in receipts} | async_ids
+
+
+def test_unknown_topic_raises_not_found(env: Env) -> None:
+    with Producer(env.config) as p, pytest.raises(NotFoundError):
+        p.send(Message("no-such-topic", b"x"))
+
+
+def test_change_invisible_duration_and_redelivery(env: Env) -> None:
+    with Producer(env.config, [env.topic]) as p, \
+            SimpleConsumer(env.config, env.group, {env.topic: "*"}, await_duration=2) as c:
+        mid = p.send(Message(env.topic, b"x")).message_id
+        (m,) = _drain(c, 1, invisible=30, ack=False)
+        old = m.receipt_handle
+        c.change_invisible_duration(m, 1)
+        assert m.receipt_handle and m.receipt_handle != old
+        t0 = time.monotonic()
+        (again,) = _drain(c, 1, ack=False)
+        assert again.message_id == mid and again.delivery_attempt == 2
+        assert time.monotonic() - t0 < 10
+        c.ack(again)
+        assert c.receive(16, 5) == []
+
+
+def test_unacked_comes_back_after_invisible_time(env: Env) -> None:
+    with Producer(env.config, [env.topic]) as p, \
+            SimpleConsumer(env.config, env.group, {env.topic: "*"}, await_duration=2) as c:
+        mid = p.send(Message(env.topic, b"x")).message_id
+        (m,) = _drain(c, 1, invisible=2, ack=False)
+        assert m.delivery_attempt == 1
+        (again,) = _drain(c, 1, ack=True)
+        assert (again.message_id, again.delivery_attempt) == (mid, 2)
+
+
+async def test_async_flavour(env: Env) -> None:
+    async with AsyncProducer(env.config, [env.topic]) as p, \
+            AsyncSimpleConsumer(env.config, env.group, {env.topic: "*"}, await_duration=2) as c:
+        receipts = await asyncio.gather(*(p.send(Message(env.topic, f"x{i}".encode())) for i in range(5)))
+        receipts.append(await p.send_async(Message(env.topic, b"task")))
+        receipts += await p.send_batch([Message(env.topic, b"b1"), Message(env.topic, b"b2")])
+        got: list[MessageView] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 8 and time.monotonic() < deadline:
+            for m in await c.receive(16, 15):
+                await c.ack(m)
+                got.append(m)
+        assert {m.message_id for m in got} == {r.message_id for r in receipts}
+
+
+def test_push_consumer_retries_failures_then_succeeds(env: Env) -> None:
+    group = env.new_group(retry_delays_ms=[200, 200, 200])
+    attempts: dict[str, list[int]] = {}
+    done = threading.Event()
+    lock = threading.Lock()
+
+    def listener(m: MessageView) -> ConsumeResult:
+        with lock:
+            seen = attempts.setdefault(m.message_id, [])
+            seen.append(m.delivery_attempt)
+            if all(len(v) >= 2 for v in attempts.values()) and len(attempts) == 4:
+                done.set()
+            return ConsumeResult.FAILURE if len(seen) == 1 else ConsumeResult.SUCCESS
+
+    with Producer(env.config, [env.topic]) as p:
+        ids = {p.send(Message(env.topic, f"p{i}".encode())).message_id for i in range(4)}
+    with PushConsumer(env.config, group, {env.topic: "*"}, listener, consumption_threads=4) as pc:
+        assert done.wait(30), attempts
+        time.sleep(1.5)
+        assert pc.core.backoff.delay(1) == pytest.approx(0.2)
+    assert set(attempts) == ids
+    for seen in attempts.values():
+        assert seen[:2] == [1, 2]
+        assert len(seen) == 2  # acked after the second attempt: no further delivery
+
+
+async def test_async_push_consumer_flow_control(env: Env) -> None:
+    total = 30
+    async with AsyncProducer(env.config, [env.topic]) as p:
+        await p.send_batch([Message(env.topic, b"x" * 100) for _ in range(total)])
+    seen: set[str] = set()
+    peak = 0
+    consumer: AsyncPushConsumer | None = None
+
+    async def listener(m: MessageView) -> ConsumeResult:
+        nonlocal peak
+        assert consumer is not None
+        peak = max(peak, consumer.cached_message_count)
+        await asyncio.sleep(0.05)
+        seen.add(m.message_id)
+        return ConsumeResult.SUCCESS
+
+    consumer = AsyncPushConsumer(env.config, env.group, {env.topic: "*"}, listener,
+                                 consumption_threads=2, max_cache_message_count=4)
+    async with consumer:
+        deadline = time.monotonic() + 40
+        while len(seen) < total and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+    assert len(seen) == total
+    assert 1 <= peak <= 4
