@@ -6,7 +6,9 @@ time per assigned queue and retry locally, so order is kept.
 
 Flow control: receiving pauses while the messages received but not yet acked/nacked exceed
 ``max_cache_message_count`` or ``max_cache_message_size_bytes``. The count bound is strict (each
-receive asks for at most the remaining room); the byte bound may be overshot by one batch.
+receive asks for at most the remaining room); the byte bound is enforced by estimating the room in
+messages from the average size seen so far, so it can be overshot by the first batch or by
+messages larger than the average.
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ class AsyncPushConsumer(ConsumerBase):
         self.fifo = False
         self.cached_message_count = 0
         self.cached_message_bytes = 0
+        self._avg_size = 0.0
         self._space = asyncio.Condition()
         self._sem = asyncio.Semaphore(consumption_threads)
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
@@ -160,9 +163,14 @@ class AsyncPushConsumer(ConsumerBase):
 
     # --- receive / flow control -------------------------------------------------------------
     def _room(self) -> int:
+        """How many more messages may be received now (0 = wait)."""
         if self.cached_message_bytes >= self.max_cache_message_size_bytes:
             return 0
-        return self.max_cache_message_count - self.cached_message_count
+        room = self.max_cache_message_count - self.cached_message_count
+        if self._avg_size > 0:  # estimate the byte room in messages from what was seen so far
+            byte_room = int((self.max_cache_message_size_bytes - self.cached_message_bytes) // self._avg_size)
+            room = min(room, max(1, byte_room))
+        return room
 
     async def _receive_loop(self, topic: str, queue: pb.MessageQueue) -> None:
         while True:
@@ -183,9 +191,12 @@ class AsyncPushConsumer(ConsumerBase):
                 continue
             if not messages:
                 continue
+            size = sum(len(m.body) for m in messages)
             async with self._space:
                 self.cached_message_count += len(messages)
-                self.cached_message_bytes += sum(len(m.body) for m in messages)
+                self.cached_message_bytes += size
+                batch_avg = size / len(messages)
+                self._avg_size = batch_avg if self._avg_size == 0 else 0.8 * self._avg_size + 0.2 * batch_avg
             if self.fifo:
                 for m in messages:
                     await self._consume_fifo(m)

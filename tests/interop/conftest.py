@@ -106,8 +106,9 @@ class Interop:
                                  + "".join(self.broker.output[-30:])) from e
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
         if proc.returncode != 0 or not lines:
-            raise AssertionError(f"{lang} {mode} exited {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\n"
-                                 f"stderr:\n{proc.stderr[-3000:]}\nbroker:\n" + "".join(self.broker.output[-30:]))
+            raise AssertionError(
+                f"{lang} {mode} exited {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\n"
+                f"stderr:\n{proc.stderr[-3000:]}\nbroker:\n" + "".join(self.broker.output[-30:]))
         result: dict[str, list[dict[str, object]]] = json.loads(lines[-1])
         return result
 

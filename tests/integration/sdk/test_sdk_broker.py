@@ -154,6 +154,7 @@ async def test_async_push_consumer_flow_control(env: Env) -> None:
     async with AsyncProducer(env.config, [env.topic]) as p:
         await p.send_batch([Message(env.topic, b"x" * 100) for _ in range(total)])
     seen: set[str] = set()
+    all_seen = asyncio.Event()
     peak = 0
     consumer: AsyncPushConsumer | None = None
 
@@ -163,13 +164,44 @@ async def test_async_push_consumer_flow_control(env: Env) -> None:
         peak = max(peak, consumer.cached_message_count)
         await asyncio.sleep(0.05)
         seen.add(m.message_id)
+        if len(seen) == total:
+            all_seen.set()
         return ConsumeResult.SUCCESS
 
     consumer = AsyncPushConsumer(env.config, env.group, {env.topic: "*"}, listener,
                                  consumption_threads=2, max_cache_message_count=4)
     async with consumer:
-        deadline = time.monotonic() + 40
-        while len(seen) < total and time.monotonic() < deadline:
-            await asyncio.sleep(0.1)
+        await asyncio.wait_for(all_seen.wait(), 40)
     assert len(seen) == total
     assert 1 <= peak <= 4
+
+
+def test_push_consumer_byte_bound(env: Env) -> None:
+    total = 20
+    with Producer(env.config, [env.topic]) as p:
+        p.send_batch([Message(env.topic, b"y" * 1000) for _ in range(total)])
+    seen: set[str] = set()
+    peaks: list[int] = []
+    done = threading.Event()
+    holder: list[PushConsumer] = []
+    lock = threading.Lock()
+
+    def listener(m: MessageView) -> ConsumeResult:
+        time.sleep(0.05)
+        with lock:
+            if holder:
+                peaks.append(holder[0].core.cached_message_bytes)
+            seen.add(m.message_id)
+            if len(seen) == total:
+                done.set()
+        return ConsumeResult.SUCCESS
+
+    pc = PushConsumer(env.config, env.group, {env.topic: "*"}, listener, consumption_threads=2,
+                      max_cache_message_size_bytes=3000)
+    holder.append(pc)
+    with pc:
+        assert done.wait(40)
+    # The first receive knows no sizes yet and may bring a whole broker batch; once that has
+    # drained below the bound, receiving resumes one estimated message at a time.
+    first_below = next(i for i, b in enumerate(peaks) if b <= 3000)
+    assert max(peaks[first_below:]) <= 3000 + 1000

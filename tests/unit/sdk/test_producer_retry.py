@@ -1,0 +1,103 @@
+"""Producer retries and fault avoidance, with the RPC layer replaced by a fake (no network)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mqcloud import AsyncProducer, ClientConfig, Message, TooManyRequestsError, TransportError
+from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
+from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
+from mqcloud.route import TopicRoute
+
+
+def _queue(broker: str, host: str, qid: int) -> pb.MessageQueue:
+    return pb.MessageQueue(
+        topic=pb.Resource(name="t"), id=qid, permission=pb.Permission.READ_WRITE,
+        accept_message_types=[pb.MessageType.NORMAL, pb.MessageType.FIFO],
+        broker=pb.Broker(name=broker, id=0, endpoints=pb.Endpoints(
+            scheme=pb.AddressScheme.IPv4, addresses=[pb.Address(host=host, port=1)])))
+
+
+class FakeRpc:
+    def __init__(self, failing: set[str], error: Exception | None = None) -> None:
+        self.failing = failing
+        self.error = error
+        self.calls: list[str] = []
+
+    async def unary(self, endpoint: str, method: str, request: Any, deadline: float | None = None) -> Any:
+        self.calls.append(endpoint)
+        if endpoint in self.failing:
+            raise self.error or TransportError("down", "UNAVAILABLE")
+        return svc.SendMessageResponse(
+            status=pb.Status(code=pb.Code.OK),
+            entries=[svc.SendResultEntry(status=pb.Status(code=pb.Code.OK),
+                                         message_id=m.system_properties.message_id, offset=7)
+                     for m in request.messages])
+
+
+class FakeRoutes:
+    def __init__(self, route: TopicRoute) -> None:
+        self.route = route
+
+    async def get(self, topic: str) -> TopicRoute:
+        return self.route
+
+
+def _producer(rpc: FakeRpc) -> AsyncProducer:
+    p = AsyncProducer(ClientConfig("127.0.0.1:1"), max_attempts=3)
+    route = TopicRoute("t", [_queue("b1", "10.0.0.1", 0), _queue("b2", "10.0.0.2", 0)])
+    p._rpc = rpc  # type: ignore[assignment]
+    p._routes = FakeRoutes(route)  # type: ignore[assignment]
+    p._started = True
+
+    async def no_sessions(endpoints: Any) -> None:
+        return None
+
+    p._ensure_sessions = no_sessions  # type: ignore[method-assign]
+    return p
+
+
+async def test_retry_moves_to_another_broker_and_avoids_the_failed_one() -> None:
+    rpc = FakeRpc({"10.0.0.1:1"})
+    p = _producer(rpc)
+    r = await p.send(Message("t", b"x"))
+    assert r.endpoint == "10.0.0.2:1"
+    assert rpc.calls == ["10.0.0.1:1", "10.0.0.2:1"]
+    assert not p.fault.is_available("10.0.0.1:1")
+    rpc.calls.clear()
+    for _ in range(4):  # round-robin would hit b1 half the time; fault avoidance skips it
+        await p.send(Message("t", b"x"))
+    assert rpc.calls == ["10.0.0.2:1"] * 4
+
+
+async def test_gives_up_after_max_attempts() -> None:
+    rpc = FakeRpc({"10.0.0.1:1", "10.0.0.2:1"})
+    p = _producer(rpc)
+    with pytest.raises(TransportError):
+        await p.send(Message("t", b"x"))
+    assert len(rpc.calls) == 3
+
+
+async def test_non_retriable_error_is_not_retried() -> None:
+    from mqcloud.errors import error_for_code
+
+    rpc = FakeRpc({"10.0.0.1:1", "10.0.0.2:1"}, error_for_code(40402, "no topic"))
+    p = _producer(rpc)
+    with pytest.raises(Exception, match="no topic"):
+        await p.send(Message("t", b"x"))
+    assert len(rpc.calls) == 1
+
+
+async def test_throttled_send_is_retried_with_backoff() -> None:
+    rpc = FakeRpc({"10.0.0.1:1"}, TooManyRequestsError("slow down", 42900))
+    p = _producer(rpc)
+    assert (await p.send(Message("t", b"x"))).endpoint == "10.0.0.2:1"
+
+
+async def test_fifo_messages_stick_to_their_queue() -> None:
+    rpc = FakeRpc(set())
+    p = _producer(rpc)
+    endpoints = {(await p.send(Message("t", b"x", message_group="g1"))).endpoint for _ in range(5)}
+    assert len(endpoints) == 1
