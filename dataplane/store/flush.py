@@ -13,9 +13,14 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-__all__ = ("FlushManager", "FlushRealTimeService", "GroupCommitService")
+__all__ = ("FlushManager", "FlushRealTimeService", "GroupCommitService", "resolve_future")
 
 logger = logging.getLogger(__name__)
+
+# Group commit gathering: wait in steps of GATHER_STEP_S while writers keep arriving, at most
+# GATHER_MAX_S. On this VM an fdatasync costs 0.4-0.7 ms, so 2 ms adds at most a few fsyncs of latency.
+GATHER_STEP_S = 0.0002
+GATHER_MAX_S = 0.002
 
 
 class FlushManager(Protocol):
@@ -34,9 +39,29 @@ class FlushManager(Protocol):
     def reset(self, offset: int) -> None: ...
 
 
-def _resolve(future: asyncio.Future[bool], value: bool) -> None:
+def resolve_future(future: asyncio.Future[bool], value: bool) -> None:
     if not future.done():
         future.set_result(value)
+
+
+def _resolve_all(futures: list[asyncio.Future[bool]], value: bool) -> None:
+    for future in futures:
+        if not future.done():
+            future.set_result(value)
+
+
+def _wake_loops(
+    waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[bool]]], value: bool
+) -> None:
+    """One ``call_soon_threadsafe`` per event loop (one self-pipe write), not one per future."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[bool]]] = {}
+    for _, loop, future in waiters:
+        by_loop.setdefault(loop, []).append(future)
+    for loop, futures in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_resolve_all, futures, value)
+        except RuntimeError:  # loop closed: nobody is waiting any more
+            pass
 
 
 class GroupCommitService:
@@ -57,6 +82,7 @@ class GroupCommitService:
         self._futures: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[bool]]] = []
         self._running = False
         self._thread: threading.Thread | None = None
+        self._blocked = 0  # threads inside wait_flushed
         self.fsync_count = 0
 
     @property
@@ -86,12 +112,16 @@ class GroupCommitService:
             if offset > self._requested:
                 self._requested = offset
                 self._flusher_cv.notify()
-            while self._flushed < offset:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not self._running:
-                    return self._flushed >= offset
-                self._cv.wait(remaining)
-            return True
+            self._blocked += 1
+            try:
+                while self._flushed < offset:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0 or not self._running:
+                        return self._flushed >= offset
+                    self._cv.wait(remaining)
+                return True
+            finally:
+                self._blocked -= 1
 
     def flushed_future(self, offset: int, loop: asyncio.AbstractEventLoop) -> asyncio.Future[bool]:
         future: asyncio.Future[bool] = loop.create_future()
@@ -105,13 +135,30 @@ class GroupCommitService:
             self._flusher_cv.notify()
         return future
 
+    def _gather(self) -> None:
+        """Many writers last round: let the rest of them append before the fsync (lock held).
+
+        Waits in 200 us steps while new requests keep arriving, at most GATHER_MAX_S. A lone writer
+        never waits, so its latency stays one fsync.
+        """
+        deadline = time.monotonic() + GATHER_MAX_S
+        seen = self._requested
+        while self._running and time.monotonic() < deadline:
+            self._flusher_cv.wait(GATHER_STEP_S)
+            if self._requested == seen:
+                return
+            seen = self._requested
+
     def _run(self) -> None:
+        last_round = 0
         while True:
             with self._cv:
                 while self._running and self._requested <= self._flushed:
                     self._flusher_cv.wait(1.0)
                 if not self._running and self._requested <= self._flushed:
                     break
+                if last_round > 1:
+                    self._gather()
             try:
                 flushed = self._flush()
                 self.fsync_count += 1
@@ -121,15 +168,14 @@ class GroupCommitService:
                 continue
             with self._cv:
                 self._flushed = max(self._flushed, flushed)
+                last_round = self._blocked
                 ready = [f for f in self._futures if f[0] <= self._flushed]
+                last_round += len(ready)
                 if ready:
                     self._futures = [f for f in self._futures if f[0] > self._flushed]
                 self._cv.notify_all()
-            for _, loop, future in ready:
-                try:
-                    loop.call_soon_threadsafe(_resolve, future, True)
-                except RuntimeError:  # loop closed: nobody is waiting any more
-                    pass
+            if ready:
+                _wake_loops(ready, True)
 
     def shutdown(self) -> None:
         with self._cv:
@@ -141,11 +187,7 @@ class GroupCommitService:
             self._thread = None
         with self._cv:
             futures, self._futures = self._futures, []
-        for _, loop, future in futures:
-            try:
-                loop.call_soon_threadsafe(_resolve, future, False)
-            except RuntimeError:
-                pass
+        _wake_loops(futures, False)
 
 
 class FlushRealTimeService:

@@ -88,7 +88,8 @@ class StoredMessage(NamedTuple):
     def msg_id(self) -> str:
         """Offset message id: hex of store host IPv4, port and physical offset (RocketMQ's msgId)."""
         ip, port = self.store_host
-        return "".join(f"{int(part):02X}" for part in ip.split(".")) + f"{port:08X}{self.physical_offset:016X}"
+        host = "".join(f"{int(part):02X}" for part in ip.split("."))
+        return f"{host}{port:08X}{self.physical_offset:016X}"
 
     @property
     def tags(self) -> str | None:

@@ -22,7 +22,7 @@ from dataplane.store.consume_queue import ConsumeQueueTable, validate_topic
 from dataplane.store.consumer_offsets import ConsumerOffsetManager
 from dataplane.store.dispatch import CommitLogDispatcher, DispatchListener
 from dataplane.store.errors import CorruptRecordError, InvalidTopicError, StoreError, StoreLockedError
-from dataplane.store.flush import FlushRealTimeService, GroupCommitService
+from dataplane.store.flush import FlushRealTimeService, GroupCommitService, resolve_future
 from dataplane.store.index_service import IndexService
 from dataplane.store.message import AppendEntry, MessageToStore, PutResult
 from dataplane.store.reader import StoreReader
@@ -266,11 +266,15 @@ class MessageStore(StoreReader):
         if self.config.flush_disk_type is not FlushDiskType.SYNC_FLUSH:
             self._flush.wake_up(end)
             return result
-        future = self._flush.flushed_future(end, asyncio.get_running_loop())
-        try:
-            ok = await asyncio.wait_for(future, self.config.sync_flush_timeout_ms / 1000)
-        except TimeoutError:
-            ok = False
+        loop = asyncio.get_running_loop()
+        future = self._flush.flushed_future(end, loop)
+        if future.done():
+            ok = future.result()
+        else:
+            # a timer rather than asyncio.wait_for: no extra task per put on this hot path
+            timer = loop.call_later(self.config.sync_flush_timeout_ms / 1000, resolve_future, future, False)
+            ok = await future
+            timer.cancel()
         return result if ok else PutResult(PutMessageStatus.FLUSH_DISK_TIMEOUT, result.entries)
 
     #

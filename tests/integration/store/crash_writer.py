@@ -50,7 +50,8 @@ def main() -> None:
                 uniq = f"{run}-{thread}-{seq}"
                 seq += 1
                 qid = (thread + seq) % QUEUES
-                batch.append(MessageToStore(TOPIC, qid, expected_body(uniq), {"UNIQ_KEY": uniq, "KEYS": uniq}))
+                props = {"UNIQ_KEY": uniq, "KEYS": uniq}
+                batch.append(MessageToStore(TOPIC, qid, expected_body(uniq), props))
             result = store.put_messages(batch)
             if result.status is not PutMessageStatus.PUT_OK:
                 continue

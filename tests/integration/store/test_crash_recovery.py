@@ -75,7 +75,7 @@ def _verify(store_dir: Path, acked: dict[tuple[int, int], str]) -> int:
                     assert m.uniq_key is not None
                     assert m.body == expected_body(m.uniq_key), f"corrupt body at {qid}/{offset}"
                     uniq = acked.get((qid, offset))
-                    assert uniq is None or uniq == m.uniq_key, f"{qid}/{offset}: acked {uniq}, found {m.uniq_key}"
+                    assert uniq in (None, m.uniq_key), f"{qid}/{offset}: acked {uniq}, found {m.uniq_key}"
                     offset += 1
                 total += len(result.messages)
             for (aq, ao), uniq in acked.items():

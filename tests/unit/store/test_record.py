@@ -40,7 +40,8 @@ def test_golden_layout() -> None:
     # then
     assert HEADER_SIZE == 88
     total, magic, crc, qid, flag, qoff, phys = struct.unpack_from(">iIIiiqq", data)
-    assert (total, magic, crc, qid, flag, qoff, phys) == (len(data), MESSAGE_MAGIC, zlib.crc32(b"abc"), 3, 7, 0, 4096)
+    expected = (len(data), MESSAGE_MAGIC, zlib.crc32(b"abc"), 3, 7, 0, 4096)
+    assert (total, magic, crc, qid, flag, qoff, phys) == expected
     assert data[48:56] == b"\x0a\x00\x00\x01" + (99).to_bytes(4, "big")
     assert data[88:91] == b"abc"
     assert data[91:97] == b"\x00\x04ns%t"
@@ -75,7 +76,9 @@ def test_end_of_segment_marker() -> None:
         pytest.param(lambda b: b[:4] + b"\xde\xad\xbe\xef" + b[8:], "expected magic 0xDAA320A7", id="magic"),
         pytest.param(lambda b: b[:90] + b"Z" + b[91:], "expected body CRC", id="crc"),
         pytest.param(lambda b: b[:-3], "total size", id="truncated"),
-        pytest.param(lambda b: b[:84] + (10_000).to_bytes(4, "big") + b[88:], "body length 10000", id="body-len"),
+        pytest.param(
+            lambda b: b[:84] + (10_000).to_bytes(4, "big") + b[88:], "body length 10000", id="body-len"
+        ),
         pytest.param(lambda b: bytes(len(b)), "expected magic", id="zeroes"),
     ],
 )
