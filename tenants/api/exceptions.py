@@ -49,6 +49,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         names = sorted({obj._meta.verbose_name_plural for obj in exc.protected_objects})
         message = "The object is still in use" + (f" by {', '.join(map(str, names))}." if names else ".")
         return Response(error_body(ErrorCode.PROTECTED, message), status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, OverflowError):  # a filter value past the database's integer range
+        return Response(error_body(ErrorCode.INVALID, "A number is out of range."), status=400)
     if isinstance(exc, IntegrityError):
         return Response(
             error_body(ErrorCode.CONFLICT, "The change conflicts with another object; reload and retry."),
