@@ -27,6 +27,8 @@ class PlatformSettings(BaseSettings):
 
     debug: bool = Field(default=False, alias="DEBUG")
     secret_key: SecretStr | None = Field(default=None, alias="SECRET_KEY")
+    # Fernet key for access-key secrets at rest; derived from SECRET_KEY when unset.
+    secrets_key: SecretStr | None = Field(default=None, alias="MQ_SECRETS_KEY")
     allowed_hosts: str = Field(default="localhost,127.0.0.1,[::1]", alias="ALLOWED_HOSTS")
     csrf_trusted_origins: str = Field(default="", alias="CSRF_TRUSTED_ORIGINS")
     database_url: str | None = Field(default=None, alias="DATABASE_URL")

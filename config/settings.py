@@ -33,6 +33,7 @@ def _secret_key() -> str:
 
 DEBUG = ENV.debug
 SECRET_KEY = _secret_key()
+MQ_SECRETS_KEY = ENV.secrets_key.get_secret_value() if ENV.secrets_key else None
 ALLOWED_HOSTS = ENV.split_hosts()
 CSRF_TRUSTED_ORIGINS = ENV.split_origins()
 
@@ -103,6 +104,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise warns about a missing root even when finders serve
 # Standalone serves static files straight from the app directories; production runs collectstatic.
 WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "/accounts/login/"
@@ -145,6 +147,12 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Tenants, topics, consumer groups, access keys, ACLs, quotas and broker clusters.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Several models have a "status" field with different choice sets; name each enum explicitly.
+    "ENUM_NAME_OVERRIDES": {
+        "TenantStatusEnum": "tenants.choices.TenantStatus",
+        "ProvisioningStatusEnum": "tenants.choices.ProvisioningStatus",
+        "AccessKeyStatusEnum": "tenants.choices.AccessKeyStatus",
+    },
 }
 
 #

@@ -79,3 +79,9 @@ def test_settings_come_from_environment(tmp_path: Path) -> None:
         "True",
     ]
     assert (tmp_path / "secret_key").stat().st_mode & 0o077 == 0
+
+
+def test_openapi_schema_generates_without_warnings(tmp_path: Path) -> None:
+    out = tmp_path / "schema.yml"
+    call_command("spectacular", "--fail-on-warn", "--validate", "--file", str(out))
+    assert "/api/v1/health" in out.read_text()
