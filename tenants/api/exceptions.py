@@ -46,7 +46,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     if isinstance(exc, ControlPlaneError):
         return Response(error_body(exc.code, exc.message, exc.fields), status=exc.http_status)
     if isinstance(exc, ProtectedError):
-        names = sorted({obj._meta.verbose_name_plural for obj in exc.protected_objects})
+        names = sorted({str(obj._meta.verbose_name_plural) for obj in exc.protected_objects})
         message = "The object is still in use" + (f" by {', '.join(map(str, names))}." if names else ".")
         return Response(error_body(ErrorCode.PROTECTED, message), status=status.HTTP_409_CONFLICT)
     if isinstance(exc, OverflowError):  # a filter value past the database's integer range

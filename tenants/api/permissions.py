@@ -50,7 +50,7 @@ def role_in(request: Request, tenant_id: int | None) -> str | None:
     """The caller's role in a tenant (one query per request, cached on it); None when not a member."""
     roles: dict[int, str] | None = getattr(request, "_mq_roles", None)
     if roles is None:
-        roles = dict(Membership.objects.filter(user_id=request.user.pk).values_list("tenant_id", "role"))
+        roles = dict(Membership.objects.filter(user_id=request.user.pk or 0).values_list("tenant_id", "role"))
         request._mq_roles = roles  # type: ignore[attr-defined]
     return roles.get(tenant_id) if tenant_id is not None else None
 
@@ -81,4 +81,5 @@ class TenantRolePermission(BasePermission):
         if is_operator(request.user) or request.method in SAFE_METHODS:
             return True
         roles: frozenset[str] = getattr(view, "write_roles", NOBODY)
-        return role_in(request, view.tenant_id_of(obj)) in roles  # type: ignore[attr-defined]
+        role = role_in(request, view.tenant_id_of(obj))  # type: ignore[attr-defined]
+        return role is not None and role in roles

@@ -129,7 +129,7 @@ class MembershipSerializer(ImmutableFieldsMixin, serializers.ModelSerializer):  
 class AccessKeySerializer(TenantOwnedSerializer):
     class Meta:
         model = AccessKey
-        fields = (
+        fields: tuple[str, ...] = (
             "id",
             "tenant",
             "namespace",

@@ -104,6 +104,7 @@ class TenantViewSet(TenantScopedViewSet):
             instance = serializer.instance
             if any(data[k] != getattr(instance, k) for k in self.operator_fields & data.keys()):
                 raise PermissionDenied("Only platform operators change a tenant's plan, cluster or status.")
+        assert serializer.instance is not None  # an update always has its object
         serializer.instance = tenant_services.update_tenant(self.actor, serializer.instance, **data)
 
     def perform_destroy(self, instance: Tenant) -> None:
@@ -131,6 +132,7 @@ class MembershipViewSet(TenantScopedViewSet):
 
     def perform_update(self, serializer: BaseSerializer[Any]) -> None:
         membership = serializer.instance
+        assert membership is not None  # an update always has its object
         role = serializer.validated_data.get("role", membership.role)
         serializer.instance = tenant_services.change_member(
             self.actor, self.caller_role(membership.tenant_id), membership, role
@@ -154,6 +156,7 @@ class PlanViewSet(ControlPlaneViewSet):
         serializer.instance = tenant_services.create_plan(self.actor, **serializer.validated_data)
 
     def perform_update(self, serializer: BaseSerializer[Any]) -> None:
+        assert serializer.instance is not None  # an update always has its object
         serializer.instance = tenant_services.update_plan(
             self.actor, serializer.instance, **serializer.validated_data
         )
@@ -289,6 +292,7 @@ class _RegistryViewSet(ControlPlaneViewSet):
         serializer.instance = clusters.create_registry_object(self.actor, model(**serializer.validated_data))
 
     def perform_update(self, serializer: BaseSerializer[Any]) -> None:
+        assert serializer.instance is not None  # an update always has its object
         serializer.instance = clusters.update_registry_object(
             self.actor, serializer.instance, dict(serializer.validated_data)
         )
@@ -327,7 +331,7 @@ class BrokerNodeViewSet(_RegistryViewSet):
     search_fields = ("name", "endpoint")
 
 
-class AuditEventViewSet(TenantScopedViewSet, viewsets.ReadOnlyModelViewSet):  # type: ignore[misc]
+class AuditEventViewSet(TenantScopedViewSet, viewsets.ReadOnlyModelViewSet):  # type: ignore[misc,type-arg]
     """The audit trail: operators see everything, members their tenants' events."""
 
     queryset = AuditEvent.objects.all()

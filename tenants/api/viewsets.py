@@ -28,7 +28,7 @@ def actor_of(request: Request) -> Actor:
 class ControlPlaneViewSet(viewsets.ModelViewSet):  # type: ignore[type-arg]
     # Token first: an anonymous caller gets 401 with "WWW-Authenticate: Token", not a bare 403.
     authentication_classes = (TokenAuthentication, SessionAuthentication)
-    http_method_names = ("get", "post", "put", "patch", "delete", "head", "options")
+    http_method_names: tuple[str, ...] = ("get", "post", "put", "patch", "delete", "head", "options")
 
     @property
     def actor(self) -> Actor:

@@ -68,7 +68,7 @@ def record_event(
     tenant = _tenant_of(obj)
     user = actor.user if actor.user is not None and actor.user.is_authenticated else None
     return AuditEvent.objects.create(
-        actor=user,
+        actor=user,  # type: ignore[misc]  # AUTH_USER_MODEL is django.contrib.auth's User
         actor_name=actor.name,
         tenant=tenant if tenant is not None and tenant.pk is not None else None,
         tenant_namespace=tenant.namespace if tenant is not None else "",

@@ -230,7 +230,7 @@ class GrpcBrokerGateway:
         self._call(endpoint, method, *args, **kwargs)
 
     def upsert_topic(self, endpoint: str, spec: TopicSpec) -> None:
-        fields = {
+        fields: dict[str, Any] = {
             "queue_count": spec.queue_count,
             "message_type": spec.message_type,
             "retention_hours": spec.retention_hours or 0,
@@ -268,7 +268,8 @@ class GrpcBrokerGateway:
         }
         if spec.retry_policy == "CUSTOMIZED":
             # fixed steps from the initial backoff doubling up to the max, as RocketMQ's default table
-            steps, delay = [], spec.retry_initial_backoff_ms
+            steps: list[int] = []
+            delay = spec.retry_initial_backoff_ms
             while delay < spec.retry_max_backoff_ms and len(steps) < spec.max_delivery_attempts:
                 steps.append(delay)
                 delay *= 2

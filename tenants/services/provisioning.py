@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import partial
 from typing import Any
 
 from django.db import models, transaction
@@ -131,7 +132,7 @@ def enqueue_tenant_quotas(tenant_ids: Iterable[int]) -> None:
     from tenants.tasks import push_tenant_quotas_task
 
     for tenant_id in tenant_ids:
-        transaction.on_commit(lambda tid=tenant_id: push_tenant_quotas_task.delay(tid))
+        transaction.on_commit(partial(push_tenant_quotas_task.delay, tenant_id))
 
 
 #

@@ -36,7 +36,8 @@ def create_tenant(actor: Actor, owner: AbstractBaseUser | None = None, **fields:
         tenant.plan = default_plan()
     create_audited(actor, tenant)
     if owner is not None:
-        create_audited(actor, Membership(tenant=tenant, user=owner, role=MembershipRole.OWNER))
+        membership = Membership(tenant=tenant, user=owner, role=MembershipRole.OWNER)  # type: ignore[misc]
+        create_audited(actor, membership)
     return tenant
 
 
@@ -82,9 +83,9 @@ def add_member(
     actor: Actor, actor_role: str | None, tenant: Tenant, user: AbstractBaseUser, role: str
 ) -> Membership:
     _check_grant(actor_role, role)
-    if Membership.objects.filter(tenant=tenant, user=user).exists():
+    if Membership.objects.filter(tenant=tenant, user_id=user.pk).exists():
         raise AlreadyExists("The user is already a member of this tenant.", {"user": ["Already a member."]})
-    membership = Membership(tenant=tenant, user=user, role=role)
+    membership = Membership(tenant=tenant, user=user, role=role)  # type: ignore[misc]
     create_audited(actor, membership)
     return membership
 
