@@ -167,12 +167,15 @@ CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = (
         "data_folder_in": str(CELERY_QUEUE_DIR),
         "data_folder_out": str(CELERY_QUEUE_DIR),
         "processed_folder": str(DATA_DIR / "celery" / "processed"),
+        # kombu would otherwise write its broadcast exchange files into the working directory
+        "control_folder": str(DATA_DIR / "celery" / "control"),
         "store_processed": False,
     }
 )
 if not ENV.celery_broker_url:
     CELERY_QUEUE_DIR.mkdir(parents=True, exist_ok=True)
     (DATA_DIR / "celery" / "processed").mkdir(parents=True, exist_ok=True)
+    (DATA_DIR / "celery" / "control").mkdir(parents=True, exist_ok=True)
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
