@@ -6,6 +6,7 @@ from __future__ import annotations
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 
 __all__ = (
+    "OK_STATUS",
     "BadRequest",
     "BodyEmpty",
     "BodyTooLarge",
@@ -110,6 +111,10 @@ class NotImplementedYet(BrokerError):
 
 class InternalError(BrokerError):
     code = pb.Code.INTERNAL_ERROR
+
+
+# Shared, never mutated: protobuf copies a message passed to a constructor or CopyFrom.
+OK_STATUS = pb.Status(code=pb.Code.OK, message="OK")
 
 
 def ok_status(message: str = "OK") -> pb.Status:

@@ -7,6 +7,7 @@ from typing import Any
 
 from dataplane.broker import Broker
 from dataplane.errors import (
+    OK_STATUS,
     BadRequest,
     BodyEmpty,
     BodyTooLarge,
@@ -17,13 +18,14 @@ from dataplane.errors import (
     InternalError,
     NotImplementedYet,
     PropertyConflictWithType,
-    ok_status,
     status_of,
 )
 from dataplane.metadata import TopicType
 from dataplane.metrics import BYTES_IN, MESSAGES_IN
 from dataplane.names import resolve
-from dataplane.services.route import accept_types
+from dataplane.services.route import ACCEPT as _ACCEPT
+from dataplane.store.message import MessageToStore
+from dataplane.store.status import PutMessageStatus
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 
@@ -59,11 +61,22 @@ SYSTEM_PROPERTY_KEYS = frozenset(
         "ORIGIN_MESSAGE_ID",
     }
 )
-_FORBIDDEN_CHARS = ("\x00", "\x01", "\x02")
+
+
+_peers: dict[str, tuple[str, int]] = {}
 
 
 def parse_peer(peer: str) -> tuple[str, int]:
-    """gRPC peer ("ipv4:1.2.3.4:5") to an IPv4 (host, port) the store can encode."""
+    """gRPC peer ("ipv4:1.2.3.4:5") to an IPv4 (host, port) the store can encode (memoized)."""
+    hit = _peers.get(peer)
+    if hit is None:
+        if len(_peers) >= 10_000:
+            _peers.clear()
+        hit = _peers[peer] = _parse_peer(peer)
+    return hit
+
+
+def _parse_peer(peer: str) -> tuple[str, int]:
     kind, _, rest = peer.partition(":")
     host, _, port = rest.rpartition(":")
     if kind == "ipv4":
@@ -76,105 +89,158 @@ def parse_peer(peer: str) -> tuple[str, int]:
 
 
 def _check_text(value: str, what: str, error: type[BrokerError], limit: int) -> None:
-    if not value or len(value) > limit or any(c in value for c in _FORBIDDEN_CHARS) or value != value.strip():
+    if (
+        not value
+        or len(value) > limit
+        or "\x00" in value
+        or "\x01" in value
+        or "\x02" in value
+        or value != value.strip()
+    ):
         raise error(f"illegal {what} {value[:64]!r}")
 
 
+def _has_forbidden(value: str) -> bool:
+    return "\x00" in value or "\x01" in value or "\x02" in value
+
+
+# Enum values as plain ints: EnumTypeWrapper.__getattr__ costs a Python call per lookup.
+_MT_UNSPECIFIED = int(pb.MessageType.MESSAGE_TYPE_UNSPECIFIED)
+_MT_NORMAL = int(pb.MessageType.NORMAL)
+_MT_FIFO = int(pb.MessageType.FIFO)
+_MT_DELAY = int(pb.MessageType.DELAY)
+_MT_TRANSACTION = int(pb.MessageType.TRANSACTION)
+_ENC_GZIP = int(pb.Encoding.GZIP)
+_TYPE_STR = {t: str(t) for t in (_MT_NORMAL, _MT_FIFO, _MT_DELAY, _MT_TRANSACTION)}
+_STORABLE_TOPIC_TYPES = (TopicType.NORMAL, TopicType.FIFO, TopicType.MIXED)
+
+
 def _message_type(sp: pb.SystemProperties) -> int:
-    if sp.message_type != pb.MessageType.MESSAGE_TYPE_UNSPECIFIED:
-        return sp.message_type
+    mtype = sp.message_type
+    if mtype != _MT_UNSPECIFIED:
+        return mtype
     if sp.HasField("message_group"):
-        return pb.MessageType.FIFO
+        return _MT_FIFO
     if sp.HasField("delivery_timestamp"):
-        return pb.MessageType.DELAY
-    return pb.MessageType.NORMAL
+        return _MT_DELAY
+    return _MT_NORMAL
+
+
+# (namespace, qualified name) per (resource_namespace, name, header namespace): resolve() runs two
+# regexes; names repeat on every request. Bounded: cleared when it grows past _RESOLVED_MAX.
+_resolved: dict[tuple[str, str, str], tuple[str, str]] = {}
+_RESOLVED_MAX = 10_000
+
+
+def _resolve_topic(resource: pb.Resource, header_ns: str) -> tuple[str, str]:
+    key = (resource.resource_namespace, resource.name, header_ns)
+    hit = _resolved.get(key)
+    if hit is None:
+        hit = resolve(resource, header_ns)
+        if len(_resolved) >= _RESOLVED_MAX:
+            _resolved.clear()
+        _resolved[key] = hit
+    return hit
 
 
 def build_message(
-    broker: Broker, message: pb.Message, header_ns: str, peer: tuple[str, int]
+    broker: Broker,
+    message: pb.Message,
+    header_ns: str,
+    peer: tuple[str, int],
+    topics: dict[tuple[str, str], Any] | None = None,
 ) -> tuple[Any, int]:
-    """Validate one v2 message and turn it into a MessageToStore; returns (message, body size)."""
-    from dataplane.store.message import MessageToStore
+    """Validate one v2 message and turn it into a MessageToStore; returns (message, body size).
 
+    ``topics`` (optional) caches ``(ns, qualified) -> TopicConfig`` across the messages of a request.
+    """
     s = broker.settings
-    ns, qualified = resolve(message.topic, header_ns)
-    topic = broker.topic(qualified)
+    ns, qualified = _resolve_topic(message.topic, header_ns)
+    topic = topics.get((ns, qualified)) if topics is not None else None
+    if topic is None:
+        topic = broker.topic(qualified)
+        if topics is not None:
+            topics[(ns, qualified)] = topic
     limit = topic.max_message_bytes or s.max_body_bytes
-    if not message.body:
+    body = message.body
+    size = len(body)
+    if not size:
         raise BodyEmpty("message body is empty")
-    if len(message.body) > limit:
-        raise BodyTooLarge(f"message body is {len(message.body)} bytes; the limit is {limit}")
+    if size > limit:
+        raise BodyTooLarge(f"message body is {size} bytes; the limit is {limit}")
     sp = message.system_properties
-    if not sp.message_id or len(sp.message_id) > 128 or any(c in sp.message_id for c in _FORBIDDEN_CHARS):
+    message_id = sp.message_id
+    if not message_id or len(message_id) > 128 or _has_forbidden(message_id):
         raise BadRequest("message_id is required (at most 128 characters)")
     mtype = _message_type(sp)
-    if mtype not in accept_types(topic):
+    topic_type = topic.message_type
+    if mtype not in _ACCEPT[topic_type]:
         raise PropertyConflictWithType(
-            f"topic {qualified!r} accepts {topic.message_type.value} messages, "
-            f"not {pb.MessageType.Name(mtype)}"  # type: ignore[arg-type]
+            f"topic {qualified!r} accepts {topic_type.value} messages, not {pb.MessageType.Name(mtype)}"  # type: ignore[arg-type]
         )
-    if mtype == pb.MessageType.FIFO and not sp.message_group:
+    message_group = sp.message_group
+    has_group = sp.HasField("message_group")
+    if mtype == _MT_FIFO and not message_group:
         raise PropertyConflictWithType("FIFO messages need a message_group")
-    if mtype != pb.MessageType.FIFO and sp.HasField("message_group"):
+    if mtype != _MT_FIFO and has_group:
         raise PropertyConflictWithType("only FIFO messages may carry a message_group")
-    if mtype == pb.MessageType.DELAY or sp.HasField("delivery_timestamp"):
+    if mtype == _MT_DELAY or sp.HasField("delivery_timestamp"):
         raise NotImplementedYet("delay messages are not supported by this broker yet")
-    if mtype == pb.MessageType.TRANSACTION:
+    if mtype == _MT_TRANSACTION:
         raise NotImplementedYet("transactional messages are not supported by this broker yet")
-    if topic.message_type not in (TopicType.NORMAL, TopicType.FIFO, TopicType.MIXED):
+    if topic_type not in _STORABLE_TOPIC_TYPES:
         raise PropertyConflictWithType(f"topic {qualified!r} does not accept {pb.MessageType.Name(mtype)}")  # type: ignore[arg-type]
-    if len(message.user_properties) > s.max_properties:
-        raise IllegalPropertyKey(f"at most {s.max_properties} user properties")
     properties: dict[str, str] = {}
-    for key, value in message.user_properties.items():
-        _check_text(key, "property key", IllegalPropertyKey, 256)
-        if key in SYSTEM_PROPERTY_KEYS or key.startswith("__MQ_"):
-            raise IllegalPropertyKey(f"property key {key!r} is reserved")
-        if len(value) > 16384 or any(c in value for c in _FORBIDDEN_CHARS):
-            raise IllegalPropertyKey(f"illegal value of property {key!r}")
-        properties[key] = value
+    user_properties = message.user_properties
+    if user_properties:
+        if len(user_properties) > s.max_properties:
+            raise IllegalPropertyKey(f"at most {s.max_properties} user properties")
+        for key, value in user_properties.items():
+            _check_text(key, "property key", IllegalPropertyKey, 256)
+            if key in SYSTEM_PROPERTY_KEYS or key.startswith("__MQ_"):
+                raise IllegalPropertyKey(f"property key {key!r} is reserved")
+            if len(value) > 16384 or _has_forbidden(value):
+                raise IllegalPropertyKey(f"illegal value of property {key!r}")
+            properties[key] = value
     if sp.HasField("tag"):
-        _check_text(sp.tag, "tag", IllegalMessageTag, s.max_tag_length)
-        if "|" in sp.tag or " " in sp.tag or sp.tag == "*":
-            raise IllegalMessageTag(f"illegal tag {sp.tag!r}")
-        properties[P_TAGS] = sp.tag
-    if sp.keys:
-        if len(sp.keys) > s.max_keys:
+        tag = sp.tag
+        _check_text(tag, "tag", IllegalMessageTag, s.max_tag_length)
+        if "|" in tag or " " in tag or tag == "*":
+            raise IllegalMessageTag(f"illegal tag {tag!r}")
+        properties[P_TAGS] = tag
+    keys = sp.keys
+    if keys:
+        if len(keys) > s.max_keys:
             raise IllegalMessageKey(f"at most {s.max_keys} keys")
-        for key in sp.keys:
+        for key in keys:
             _check_text(key, "key", IllegalMessageKey, 128)
             if " " in key:
                 raise IllegalMessageKey(f"illegal key {key!r} (no spaces)")
-        properties[P_KEYS] = " ".join(sp.keys)
-    properties[P_UNIQ] = sp.message_id
-    properties[P_TYPE] = str(int(mtype))
-    if sp.message_group:
-        _check_text(sp.message_group, "message group", BadRequest, 128)
-        properties[P_GROUP] = sp.message_group
-    if sp.born_host:
-        properties[P_BORN_HOST] = sp.born_host[:128].replace("\x01", "").replace("\x02", "")
-    if sp.HasField("trace_context") and sp.trace_context:
-        properties[P_TRACE] = sp.trace_context[:1024].replace("\x01", "").replace("\x02", "")
-    if sp.body_encoding == pb.Encoding.GZIP:
+        properties[P_KEYS] = " ".join(keys)
+    properties[P_UNIQ] = message_id
+    properties[P_TYPE] = _TYPE_STR.get(mtype) or str(mtype)
+    if message_group:
+        _check_text(message_group, "message group", BadRequest, 128)
+        properties[P_GROUP] = message_group
+    born_host = sp.born_host
+    if born_host:
+        properties[P_BORN_HOST] = born_host[:128].replace("\x01", "").replace("\x02", "")
+    if sp.HasField("trace_context"):
+        trace = sp.trace_context
+        if trace:
+            properties[P_TRACE] = trace[:1024].replace("\x01", "").replace("\x02", "")
+    if sp.body_encoding == _ENC_GZIP:
         properties[P_ENCODING] = "GZIP"
     if ns:
         properties[P_NS] = ns
-    born_ms = sp.born_timestamp.seconds * 1000 + sp.born_timestamp.nanos // 1_000_000
-    queue_id = (
-        sp.queue_id
-        if 0 <= sp.queue_id < topic.queue_count
-        else _next_queue(broker, qualified, topic.queue_count)
-    )
+    born = sp.born_timestamp
+    born_ms = born.seconds * 1000 + born.nanos // 1_000_000
+    queue_id = sp.queue_id
+    if not 0 <= queue_id < topic.queue_count:
+        queue_id = _next_queue(broker, qualified, topic.queue_count)
     return (
-        MessageToStore(
-            topic=qualified,
-            queue_id=queue_id,
-            body=bytes(message.body),
-            properties=properties,
-            born_timestamp=max(0, born_ms),
-            born_host=peer,
-        ),
-        len(message.body),
+        MessageToStore(qualified, queue_id, body, properties, 0, 0, born_ms if born_ms > 0 else 0, peer),
+        size,
     )
 
 
@@ -191,41 +257,80 @@ async def send_message(
     broker: Broker, request: svc.SendMessageRequest, header_ns: str, peer: str
 ) -> svc.SendMessageResponse:
     """Store every valid message; each entry carries its own status, the top level the first failure."""
-    if not request.messages:
+    messages = request.messages
+    if not messages:
         raise BadRequest("no messages in the request")
-    if len(request.messages) > broker.settings.max_batch_messages:
+    if len(messages) > broker.settings.max_batch_messages:
         raise BadRequest(f"at most {broker.settings.max_batch_messages} messages per request")
     born = parse_peer(peer)
-    entries: list[svc.SendResultEntry] = []
-    to_store: list[tuple[int, Any]] = []
-    for index, message in enumerate(request.messages):
-        entry = svc.SendResultEntry(message_id=message.system_properties.message_id)
+    topics: dict[tuple[str, str], Any] = {}
+    # per message: (message id, MessageToStore or the failure Status)
+    built: list[tuple[str, Any]] = []
+    to_store: list[MessageToStore] = []
+    failed = 0
+    for message in messages:
         try:
-            to_store.append((index, build_message(broker, message, header_ns, born)[0]))
-            entry.status.CopyFrom(ok_status())
+            stored = build_message(broker, message, header_ns, born, topics)[0]
+            to_store.append(stored)
+            built.append((stored.properties[P_UNIQ], stored))
         except BrokerError as exc:
-            entry.status.CopyFrom(status_of(exc))
-        entries.append(entry)
+            built.append((message.system_properties.message_id, status_of(exc)))
+            failed += 1
+    entry_cls = svc.SendResultEntry
     if to_store:
-        from dataplane.store.status import PutMessageStatus
-
-        result = await broker.store.put_messages_async([m for _, m in to_store])
-        if result.status != PutMessageStatus.PUT_OK:
-            err = status_of(InternalError(f"store refused the messages: {result.status}"))
+        result = await broker.store.put_messages_async(to_store)
+        if result.status is not PutMessageStatus.PUT_OK:
             if result.status == PutMessageStatus.FLUSH_DISK_TIMEOUT:
                 err = pb.Status(code=pb.Code.MASTER_PERSISTENCE_TIMEOUT, message="flush to disk timed out")
-            for index, _ in to_store:
-                entries[index].status.CopyFrom(err)
+            else:
+                err = status_of(InternalError(f"store refused the messages: {result.status}"))
+            built = [(mid, err if type(item) is MessageToStore else item) for mid, item in built]
+            failed = len(built)
         else:
-            for (index, msg), appended in zip(to_store, result.entries, strict=True):
-                entries[index].offset = appended.queue_offset
-                MESSAGES_IN.labels(msg.topic).inc()
-                BYTES_IN.labels(msg.topic).inc(len(msg.body))
-    failures = [e.status for e in entries if e.status.code != pb.Code.OK]
-    if not failures:
-        top = ok_status()
-    elif len(failures) == len(entries):
-        top = failures[0]
+            _count_in(to_store)
+            if not failed:
+                entries = [
+                    entry_cls(message_id=mid, status=OK_STATUS, offset=appended.queue_offset)
+                    for (mid, _), appended in zip(built, result.entries, strict=True)
+                ]
+                return svc.SendMessageResponse(status=OK_STATUS, entries=entries)
+            offsets = iter(result.entries)
+            built = [
+                (mid, next(offsets).queue_offset if type(item) is MessageToStore else item)
+                for mid, item in built
+            ]
+    entries = []
+    first_failure: pb.Status | None = None
+    for mid, item in built:
+        if type(item) is int:
+            entries.append(entry_cls(message_id=mid, status=OK_STATUS, offset=item))
+        else:
+            entries.append(entry_cls(message_id=mid, status=item))
+            if first_failure is None:
+                first_failure = item
+    if first_failure is None:
+        top = OK_STATUS
+    elif failed == len(entries):
+        top = first_failure
     else:
         top = pb.Status(code=pb.Code.MULTIPLE_RESULTS, message="some messages failed; see entries")
     return svc.SendMessageResponse(status=top, entries=entries)
+
+
+def _count_in(stored: list[MessageToStore]) -> None:
+    """Messages/bytes in per topic: one ``labels()`` lookup per topic, not per message."""
+    topic = stored[0].topic
+    if all(m.topic == topic for m in stored):
+        MESSAGES_IN.labels(topic).inc(len(stored))
+        BYTES_IN.labels(topic).inc(sum(len(m.body) for m in stored))
+        return
+    per_topic: dict[str, list[int]] = {}
+    for m in stored:
+        acc = per_topic.get(m.topic)
+        if acc is None:
+            acc = per_topic[m.topic] = [0, 0]
+        acc[0] += 1
+        acc[1] += len(m.body)
+    for name, (count, size) in per_topic.items():
+        MESSAGES_IN.labels(name).inc(count)
+        BYTES_IN.labels(name).inc(size)

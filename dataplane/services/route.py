@@ -8,7 +8,7 @@ from dataplane.names import resolve
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 
-__all__ = ("accept_types", "broker_endpoints", "heartbeat", "query_assignment", "query_route")
+__all__ = ("ACCEPT", "accept_types", "broker_endpoints", "heartbeat", "query_assignment", "query_route")
 
 _ACCEPT: dict[TopicType, list[int]] = {
     TopicType.NORMAL: [pb.MessageType.NORMAL],
@@ -22,6 +22,9 @@ _ACCEPT: dict[TopicType, list[int]] = {
         pb.MessageType.TRANSACTION,
     ],
 }
+
+
+ACCEPT = _ACCEPT  # read-only: message types a topic type accepts
 
 
 def accept_types(topic: TopicConfig) -> list[int]:
