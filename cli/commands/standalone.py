@@ -89,10 +89,6 @@ def standalone(
     try:
         output.info("migrating the control-plane database ...")
         supervisor.run_once("migrate", [python, str(REPO_ROOT / "manage.py"), "migrate", "--noinput", "-v0"])
-        demo_args = [python, str(REPO_ROOT / "manage.py"), "bootstrap_demo", "--base-url", base_url]
-        if with_broker:
-            demo_args += ["--broker", broker]
-        demo = json.loads(supervisor.run_once("bootstrap", demo_args).stdout.strip().splitlines()[-1])
 
         supervisor.start(
             "control-plane",
@@ -147,6 +143,11 @@ def standalone(
             supervisor.start("broker", broker_argv, cwd=REPO_ROOT)
 
         _wait_healthy(supervisor, f"{base_url}/api/v1/health")
+        # After the stack is up, so the provisioning it queues reaches a running worker and broker.
+        demo_args = [python, str(REPO_ROOT / "manage.py"), "bootstrap_demo", "--base-url", base_url]
+        if with_broker:
+            demo_args += ["--broker", broker]
+        demo = json.loads(supervisor.run_once("bootstrap", demo_args).stdout.strip().splitlines()[-1])
         _print_banner(demo, data_dir, with_broker)
         while True:
             exited = supervisor.first_exited()
@@ -200,7 +201,10 @@ def _print_banner(demo: dict[str, object], data_dir: Path, with_broker: bool) ->
         lines.append(f"  broker       {demo['broker']['endpoint']}  (RocketMQ v2 gRPC)")  # type: ignore[index]
     tenant = demo.get("tenant")
     if isinstance(tenant, dict):
-        lines.append(f"  tenant       namespace {tenant.get('namespace')}")
+        lines.append(
+            f"  tenant       namespace {tenant.get('namespace')}"
+            + (f", topic {tenant['topic']}, group {tenant['group']}" if tenant.get("topic") else "")
+        )
         if tenant.get("access_key"):
             lines.append(
                 f"               access key {tenant['access_key']} secret {tenant.get('secret_key')}"

@@ -18,13 +18,49 @@ from django.db import transaction
 from rest_framework.authtoken.models import Token
 
 from tenants.crypto import decrypt_secret
-from tenants.models import AccessKey, Plan, Tenant
+from tenants.models import (
+    AccessKey,
+    BrokerCluster,
+    BrokerGroup,
+    BrokerNode,
+    ConsumerGroup,
+    Plan,
+    Tenant,
+    Topic,
+)
 from tenants.services.access_keys import create_access_key
 from tenants.services.audit import Actor
+from tenants.services.clusters import create_registry_object, update_registry_object
+from tenants.services.groups import create_group
+from tenants.services.topics import create_topic
 
 DEMO_USERNAME = "operator"
 DEMO_TENANT_NAMESPACE = "demo"
 DEFAULT_PLAN = "standard"
+LOCAL_CLUSTER = "local"
+LOCAL_GROUP = "local-a"
+LOCAL_NODE = "local-a-0"
+DEMO_TOPIC = "demo-topic"
+DEMO_GROUP = "demo-group"
+
+
+def register_local_broker(actor: Actor, endpoint: str) -> BrokerNode:
+    """The standalone broker as the default cluster's only node; an endpoint change is applied."""
+    cluster = BrokerCluster.objects.filter(name=LOCAL_CLUSTER).first() or create_registry_object(
+        actor, BrokerCluster(name=LOCAL_CLUSTER, description="mqctl standalone", is_default=True)
+    )
+    assert isinstance(cluster, BrokerCluster)
+    group = BrokerGroup.objects.filter(cluster=cluster, name=LOCAL_GROUP).first() or create_registry_object(
+        actor, BrokerGroup(cluster=cluster, name=LOCAL_GROUP)
+    )
+    assert isinstance(group, BrokerGroup)
+    node = BrokerNode.objects.filter(name=LOCAL_NODE).first()
+    if node is None:
+        node = create_registry_object(actor, BrokerNode(group=group, name=LOCAL_NODE, endpoint=endpoint))
+    elif node.endpoint != endpoint:
+        node = update_registry_object(actor, node, {"endpoint": endpoint})
+    assert isinstance(node, BrokerNode)
+    return node
 
 
 class Command(BaseCommand):
@@ -62,6 +98,14 @@ class Command(BaseCommand):
                 secret = decrypt_secret(key.secret_encrypted)
             else:
                 key, secret = create_access_key(Actor(user=user), tenant, "demo key (bootstrap_demo)")
+            if options["broker"]:
+                # Provisioning runs in Celery once this commits: the broker gets the topic and group.
+                actor = Actor(user=user)
+                register_local_broker(actor, options["broker"])
+                if not Topic.objects.filter(tenant=tenant, name=DEMO_TOPIC).exists():
+                    create_topic(actor, tenant, name=DEMO_TOPIC, queue_count=4)
+                if not ConsumerGroup.objects.filter(tenant=tenant, name=DEMO_GROUP).exists():
+                    create_group(actor, tenant, name=DEMO_GROUP)
         base = options["base_url"].rstrip("/")
         demo: dict[str, Any] = {
             "console": {"url": f"{base}/", "username": DEMO_USERNAME, "password": password},
@@ -76,6 +120,7 @@ class Command(BaseCommand):
         }
         if options["broker"]:
             demo["broker"] = {"endpoint": options["broker"]}
+            demo["tenant"].update(topic=DEMO_TOPIC, group=DEMO_GROUP)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(demo, indent=2))
         tmp.chmod(0o600)

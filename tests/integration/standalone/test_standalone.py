@@ -77,6 +77,9 @@ def test_standalone_serves_and_stops_cleanly(tmp_path: Path) -> None:
         # then: health, schema, console and demo credentials work
         assert httpx.get(f"{base}/api/v1/health").json()["status"] == "ok"
         assert httpx.get(f"{base}/api/schema/").status_code == 200
+        while not (data_dir / "demo.json").exists():  # written once the stack is up
+            assert time.monotonic() < deadline and proc.poll() is None, "demo.json never appeared"
+            time.sleep(0.25)
         demo = json.loads((data_dir / "demo.json").read_text())
         assert demo["tenant"]["namespace"] == "demo"
         with httpx.Client(base_url=base) as client:
@@ -99,8 +102,13 @@ def test_standalone_serves_and_stops_cleanly(tmp_path: Path) -> None:
         assert httpx.get(f"{base}/api/v1/", headers=token_auth).status_code == 200
         # the broker runs and answers its admin API at the endpoint demo.json names
         assert demo["broker"]["endpoint"] == f"127.0.0.1:{broker_port}"
+        # and Celery provisioned the demo tenant's topic onto it from the control plane
         with BrokerAdminClient(demo["broker"]["endpoint"], timeout=5) as admin:
-            assert isinstance(admin.list_topics(), list)
+            wanted = f"demo%{demo['tenant']['topic']}"
+            deadline = time.monotonic() + 45
+            while wanted not in {t.name for t in admin.list_topics()}:
+                assert time.monotonic() < deadline, "the demo topic never reached the broker"
+                time.sleep(0.5)
         children = processes_with_data_dir(data_dir.resolve())
         assert len(children) >= 3  # control plane, celery and the broker
 
