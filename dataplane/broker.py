@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections import defaultdict
 from typing import Any
 
@@ -64,10 +65,12 @@ class Broker:
         self.pop: PopState | None = None
         self.closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
         self._waiters: dict[str, set[asyncio.Future[None]]] = defaultdict(set)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        self._loop_thread = threading.get_ident()
         self.store.start()
         self.store.add_dispatch_listener(self._on_dispatch)
         self.pop = PopState(
@@ -108,9 +111,16 @@ class Broker:
     # Long polling
 
     def _on_dispatch(self, topic: str, queue_id: int, new_max_offset: int) -> None:
-        # May run on a store thread.
+        # Runs on the thread that appended: the loop thread for SendMessage (wake at once, no
+        # self-pipe write), a store/replication thread otherwise. Nobody waiting: nothing to do; a
+        # waiter registered after this check polls the store afterwards and sees the new messages.
+        if topic not in self._waiters:
+            return
         loop = self._loop
         if loop is None or loop.is_closed():
+            return
+        if threading.get_ident() == self._loop_thread:
+            self.wake(topic)
             return
         try:
             loop.call_soon_threadsafe(self.wake, topic)

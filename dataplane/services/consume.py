@@ -204,7 +204,9 @@ def _poll_deadline_ms(broker: Broker, request: svc.ReceiveMessageRequest, contex
         else s.default_long_polling_ms
     )
     poll = min(max(poll, 0), s.max_long_polling_ms)
-    poll = max(poll - s.long_polling_margin_ms, 0)
+    # The margin keeps the answer ahead of the client's gRPC deadline (as the proxy's reserve time);
+    # it is not taken off the requested poll itself: a 1 s poll minus a 1 s margin would be no long
+    # poll at all, and the consumer would spin on empty receives.
     remaining = context.time_remaining()
     if remaining is not None:
         poll = min(poll, max(int(remaining * 1000) - s.long_polling_margin_ms, 0))
