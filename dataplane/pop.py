@@ -15,11 +15,12 @@ All methods run on the asyncio loop thread; there is no locking.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import os
-import secrets
+import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -53,8 +54,13 @@ class QueuePosition:
         )
 
 
+# Nonces only need to differ between deliveries of one message (handles are HMAC-signed, so they
+# need not be unguessable): a PRNG seeded from os.urandom, no syscall per delivery.
+_rng = random.Random()
+
+
 def new_nonce() -> str:
-    return secrets.token_hex(8)
+    return f"{_rng.getrandbits(64):016x}"
 
 
 class PopState:
@@ -77,6 +83,8 @@ class PopState:
         self._compact_after = compact_after
         self._positions: dict[Key, QueuePosition] = {}
         self._journal_records = 0
+        self._batch_depth = 0
+        self._dirty = False
         self._load()
         self._journal = open(self._dir / "journal.log", "a")  # noqa: SIM115 - closed in close()
 
@@ -122,12 +130,33 @@ class PopState:
     def _write(self, record: dict[str, Any]) -> None:
         self._apply(record)
         self._journal.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self._journal_records += 1
+        if self._batch_depth:
+            self._dirty = True
+        else:
+            self._flush_journal()
+        if self._journal_records >= self._compact_after:
+            self.compact()
+
+    def _flush_journal(self) -> None:
+        self._dirty = False
         self._journal.flush()
         if self._sync:
             os.fsync(self._journal.fileno())
-        self._journal_records += 1
-        if self._journal_records >= self._compact_after:
-            self.compact()
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Changes inside reach the journal with one write (and one fsync when sync) at the end.
+
+        Use around the changes of one RPC, and answer the client only after the block.
+        """
+        self._batch_depth += 1
+        try:
+            yield
+        finally:
+            self._batch_depth -= 1
+            if not self._batch_depth and self._dirty:
+                self._flush_journal()
 
     def compact(self) -> None:
         """Write the whole state as a snapshot and start an empty journal."""

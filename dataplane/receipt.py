@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import hashlib
 import hmac
 import os
 import secrets
@@ -54,7 +53,7 @@ class ReceiptCodec:
         self._secret = secret
 
     def _sign(self, payload: bytes) -> bytes:
-        return hmac.new(self._secret, payload, hashlib.sha256).digest()[:16]
+        return hmac.digest(self._secret, payload, "sha256")[:16]
 
     def encode(self, handle: ReceiptHandle) -> str:
         payload = "|".join(

@@ -14,6 +14,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from dataplane.broker import Broker
 from dataplane.errors import (
+    OK_STATUS,
     BadRequest,
     BrokerError,
     IllegalInvisibleTime,
@@ -48,6 +49,18 @@ def _duration_ms(d: duration_pb2.Duration) -> int:
     return d.seconds * 1000 + d.nanos // 1_000_000
 
 
+_DIGEST_MD5 = int(pb.DigestType.MD5)
+_ENC_GZIP = pb.Encoding.GZIP
+_ENC_IDENTITY = pb.Encoding.IDENTITY
+_MT_NORMAL = pb.MessageType.NORMAL
+_CODE_OK = int(pb.Code.OK)
+_HIDDEN_KEYS = p.SYSTEM_PROPERTY_KEYS
+
+
+def _ts_dict(ms: int) -> dict[str, int]:
+    return {"seconds": ms // 1000, "nanos": (ms % 1000) * 1_000_000}
+
+
 def to_v2_message(
     stored: Any,
     topic: pb.Resource,
@@ -59,39 +72,47 @@ def to_v2_message(
 ) -> pb.Message:
     """A stored record as a v2 Message with every system property the clients rely on."""
     props = stored.properties
+    get = props.get
+    body = stored.body
+    mtype = get(p.P_TYPE)
     sp = pb.SystemProperties(
-        message_id=props.get(p.P_UNIQ) or stored.msg_id,
-        body_digest=pb.Digest(type=pb.DigestType.MD5, checksum=hashlib.md5(stored.body).hexdigest().upper()),
-        body_encoding=pb.Encoding.GZIP if props.get(p.P_ENCODING) == "GZIP" else pb.Encoding.IDENTITY,
-        message_type=int(props.get(p.P_TYPE, pb.MessageType.NORMAL)),  # type: ignore[arg-type]
-        born_timestamp=_ts(stored.born_timestamp),
-        born_host=props.get(p.P_BORN_HOST) or stored.born_host[0],
-        store_timestamp=_ts(stored.store_timestamp),
+        message_id=get(p.P_UNIQ) or stored.msg_id,
+        body_digest={"type": _DIGEST_MD5, "checksum": hashlib.md5(body).hexdigest().upper()},
+        body_encoding=_ENC_GZIP if get(p.P_ENCODING) == "GZIP" else _ENC_IDENTITY,
+        message_type=int(mtype) if mtype is not None else _MT_NORMAL,  # type: ignore[arg-type]
+        born_timestamp=_ts_dict(stored.born_timestamp),
+        born_host=get(p.P_BORN_HOST) or stored.born_host[0],
+        store_timestamp=_ts_dict(stored.store_timestamp),
         store_host=store_host,
         queue_id=stored.queue_id,
         queue_offset=stored.queue_offset,
     )
-    if p.P_TAGS in props:
-        sp.tag = props[p.P_TAGS]
-    if props.get(p.P_KEYS):
-        sp.keys.extend(props[p.P_KEYS].split())
-    if p.P_GROUP in props:
-        sp.message_group = props[p.P_GROUP]
-    if p.P_TRACE in props:
-        sp.trace_context = props[p.P_TRACE]
+    tag = get(p.P_TAGS)
+    if tag is not None:
+        sp.tag = tag
+    keys = get(p.P_KEYS)
+    if keys:
+        sp.keys.extend(keys.split())
+    group = get(p.P_GROUP)
+    if group is not None:
+        sp.message_group = group
+    trace = get(p.P_TRACE)
+    if trace is not None:
+        sp.trace_context = trace
     if receipt_handle is not None:
         sp.receipt_handle = receipt_handle
     if attempt is not None:
         sp.delivery_attempt = attempt
     if invisible_ms is not None:
-        sp.invisible_duration.CopyFrom(
-            duration_pb2.Duration(seconds=invisible_ms // 1000, nanos=(invisible_ms % 1000) * 1_000_000)
-        )
-    if p.P_DLQ_TOPIC in props:
-        sp.dead_letter_queue.topic = props[p.P_DLQ_TOPIC]
+        d = sp.invisible_duration
+        d.seconds = invisible_ms // 1000
+        d.nanos = (invisible_ms % 1000) * 1_000_000
+    dlq_origin = get(p.P_DLQ_TOPIC)
+    if dlq_origin is not None:
+        sp.dead_letter_queue.topic = dlq_origin
         sp.dead_letter_queue.message_id = sp.message_id
-    user = {k: v for k, v in props.items() if k not in p.SYSTEM_PROPERTY_KEYS and not k.startswith("__")}
-    return pb.Message(topic=topic, user_properties=user, system_properties=sp, body=stored.body)
+    user = {k: v for k, v in props.items() if k not in _HIDDEN_KEYS and not k.startswith("__")}
+    return pb.Message(topic=topic, user_properties=user, system_properties=sp, body=body)
 
 
 def _fetch_one(broker: Broker, topic: str, queue_id: int, offset: int) -> Any | None:
@@ -133,7 +154,7 @@ class _Popped:
 _rotation: dict[tuple[str, str], int] = {}
 
 
-async def _try_pop(
+def _try_pop(
     broker: Broker,
     group: GroupConfig,
     topic: str,
@@ -141,7 +162,12 @@ async def _try_pop(
     tags: frozenset[str] | None,
     batch: int,
     invisible_ms: int,
+    dlq: list[Any],
 ) -> list[_Popped]:
+    """Pop up to ``batch`` messages; those out of attempts are acked and appended to ``dlq``.
+
+    Synchronous (no await), so it can run inside one ``pop.batch()``; the caller moves ``dlq``.
+    """
     assert broker.pop is not None
     pop = broker.pop
     now = _now_ms()
@@ -164,7 +190,7 @@ async def _try_pop(
                 continue
             if entry.attempt >= max_attempts:
                 pop.ack(group.name, topic, qid, entry.offset)
-                await _to_dlq(broker, group.name, stored)
+                dlq.append(stored)
                 continue
             if not matches(tags, stored.properties.get(p.P_TAGS)):
                 continue
@@ -174,6 +200,7 @@ async def _try_pop(
             )
             out.append(_Popped(stored, fresh, attempt))
     # 2. New messages from each queue's cursor.
+    tag_filter = set(tags) if tags is not None else None
     for qid in order:
         if len(out) >= batch:
             break
@@ -183,7 +210,7 @@ async def _try_pop(
             qid,
             pos.next_offset,
             max_count=batch - len(out),
-            tag_filter=set(tags) if tags is not None else None,
+            tag_filter=tag_filter,
         )
         if result.next_begin_offset < pos.next_offset and not result.messages:
             continue
@@ -239,9 +266,14 @@ async def receive_message(
         while not broker.closing:
             waiter = broker.waiter(topic_name)
             try:
-                popped = await _try_pop(
-                    broker, group, topic_name, topic.queue_count, tags, batch, invisible_ms
-                )
+                dlq: list[Any] = []
+                assert broker.pop is not None
+                with broker.pop.batch():
+                    popped = _try_pop(
+                        broker, group, topic_name, topic.queue_count, tags, batch, invisible_ms, dlq
+                    )
+                for stored in dlq:
+                    await _to_dlq(broker, group.name, stored)
                 if popped:
                     break
                 now = _now_ms()
@@ -265,25 +297,29 @@ async def receive_message(
         )
         yield svc.ReceiveMessageResponse(delivery_timestamp=_ts(_now_ms()))
         return
-    yield svc.ReceiveMessageResponse(status=ok_status())
+    yield svc.ReceiveMessageResponse(status=OK_STATUS)
     echo = pb.Resource(resource_namespace=ns, name=request.message_queue.topic.name)
     store_host = broker.settings.advertise or broker.settings.listen
+    encode = broker.receipts.encode
+    group_name = group.name
+    MESSAGES_OUT.labels(topic_name).inc(len(popped))
+    BYTES_OUT.labels(topic_name).inc(sum(len(item.stored.body) for item in popped))
+    response_cls = svc.ReceiveMessageResponse
     for item in popped:
-        handle = broker.receipts.encode(
+        stored = item.stored
+        handle = encode(
             ReceiptHandle(
-                group.name,
+                group_name,
                 topic_name,
-                item.stored.queue_id,
-                item.stored.queue_offset,
+                stored.queue_id,
+                stored.queue_offset,
                 item.entry.nonce,
                 item.entry.invisible_until_ms,
             )
         )
-        MESSAGES_OUT.labels(topic_name).inc()
-        BYTES_OUT.labels(topic_name).inc(len(item.stored.body))
-        yield svc.ReceiveMessageResponse(
+        yield response_cls(
             message=to_v2_message(
-                item.stored,
+                stored,
                 echo,
                 store_host=store_host,
                 receipt_handle=handle,
@@ -320,20 +356,25 @@ def ack_message(broker: Broker, request: svc.AckMessageRequest, header_ns: str) 
         raise BadRequest("no entries to ack")
     if len(request.entries) > 1024:
         raise BadRequest("at most 1024 entries per ack")
-    assert broker.pop is not None
+    pop = broker.pop
+    assert pop is not None
     results = []
-    for entry in request.entries:
-        result = svc.AckMessageResultEntry(message_id=entry.message_id, receipt_handle=entry.receipt_handle)
-        try:
-            handle, _ = _checked_handle(broker, entry.receipt_handle, group, topic)
-            broker.pop.ack(group, topic, handle.queue_id, handle.offset)
-            result.status.CopyFrom(ok_status())
-        except BrokerError as exc:
-            result.status.CopyFrom(status_of(exc))
-        results.append(result)
+    result_cls = svc.AckMessageResultEntry
+    with pop.batch():
+        for entry in request.entries:
+            receipt_handle = entry.receipt_handle
+            try:
+                handle, _ = _checked_handle(broker, receipt_handle, group, topic)
+                pop.ack(group, topic, handle.queue_id, handle.offset)
+                status = OK_STATUS
+            except BrokerError as exc:
+                status = status_of(exc)
+            results.append(
+                result_cls(message_id=entry.message_id, receipt_handle=receipt_handle, status=status)
+            )
     codes = {r.status.code for r in results}
-    if codes == {pb.Code.OK}:
-        top = ok_status()
+    if codes == {_CODE_OK}:
+        top = OK_STATUS
     elif len(results) == 1 or len(codes) == 1:
         top = results[0].status
     else:
