@@ -15,12 +15,75 @@ class TopicMessageType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DELAY: _ClassVar[TopicMessageType]
     TRANSACTION: _ClassVar[TopicMessageType]
     MIXED: _ClassVar[TopicMessageType]
+
+class AccessKeyStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACCESS_KEY_STATUS_UNSPECIFIED: _ClassVar[AccessKeyStatus]
+    ACCESS_KEY_STATUS_ACTIVE: _ClassVar[AccessKeyStatus]
+    ACCESS_KEY_STATUS_REVOKED: _ClassVar[AccessKeyStatus]
+
+class AclResourceType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACL_RESOURCE_TYPE_UNSPECIFIED: _ClassVar[AclResourceType]
+    ACL_RESOURCE_TYPE_ANY: _ClassVar[AclResourceType]
+    ACL_RESOURCE_TYPE_CLUSTER: _ClassVar[AclResourceType]
+    ACL_RESOURCE_TYPE_NAMESPACE: _ClassVar[AclResourceType]
+    ACL_RESOURCE_TYPE_TOPIC: _ClassVar[AclResourceType]
+    ACL_RESOURCE_TYPE_GROUP: _ClassVar[AclResourceType]
+
+class AclPatternType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACL_PATTERN_TYPE_UNSPECIFIED: _ClassVar[AclPatternType]
+    ACL_PATTERN_TYPE_LITERAL: _ClassVar[AclPatternType]
+    ACL_PATTERN_TYPE_PREFIXED: _ClassVar[AclPatternType]
+
+class AclAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACL_ACTION_UNSPECIFIED: _ClassVar[AclAction]
+    ACL_ACTION_ALL: _ClassVar[AclAction]
+    ACL_ACTION_PUB: _ClassVar[AclAction]
+    ACL_ACTION_SUB: _ClassVar[AclAction]
+    ACL_ACTION_CREATE: _ClassVar[AclAction]
+    ACL_ACTION_UPDATE: _ClassVar[AclAction]
+    ACL_ACTION_DELETE: _ClassVar[AclAction]
+    ACL_ACTION_GET: _ClassVar[AclAction]
+    ACL_ACTION_LIST: _ClassVar[AclAction]
+
+class AclDecision(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACL_DECISION_UNSPECIFIED: _ClassVar[AclDecision]
+    ACL_DECISION_ALLOW: _ClassVar[AclDecision]
+    ACL_DECISION_DENY: _ClassVar[AclDecision]
 TOPIC_MESSAGE_TYPE_UNSPECIFIED: TopicMessageType
 NORMAL: TopicMessageType
 FIFO: TopicMessageType
 DELAY: TopicMessageType
 TRANSACTION: TopicMessageType
 MIXED: TopicMessageType
+ACCESS_KEY_STATUS_UNSPECIFIED: AccessKeyStatus
+ACCESS_KEY_STATUS_ACTIVE: AccessKeyStatus
+ACCESS_KEY_STATUS_REVOKED: AccessKeyStatus
+ACL_RESOURCE_TYPE_UNSPECIFIED: AclResourceType
+ACL_RESOURCE_TYPE_ANY: AclResourceType
+ACL_RESOURCE_TYPE_CLUSTER: AclResourceType
+ACL_RESOURCE_TYPE_NAMESPACE: AclResourceType
+ACL_RESOURCE_TYPE_TOPIC: AclResourceType
+ACL_RESOURCE_TYPE_GROUP: AclResourceType
+ACL_PATTERN_TYPE_UNSPECIFIED: AclPatternType
+ACL_PATTERN_TYPE_LITERAL: AclPatternType
+ACL_PATTERN_TYPE_PREFIXED: AclPatternType
+ACL_ACTION_UNSPECIFIED: AclAction
+ACL_ACTION_ALL: AclAction
+ACL_ACTION_PUB: AclAction
+ACL_ACTION_SUB: AclAction
+ACL_ACTION_CREATE: AclAction
+ACL_ACTION_UPDATE: AclAction
+ACL_ACTION_DELETE: AclAction
+ACL_ACTION_GET: AclAction
+ACL_ACTION_LIST: AclAction
+ACL_DECISION_UNSPECIFIED: AclDecision
+ACL_DECISION_ALLOW: AclDecision
+ACL_DECISION_DENY: AclDecision
 
 class Topic(_message.Message):
     __slots__ = ("name", "queue_count", "message_type", "retention_hours", "max_message_bytes", "namespace", "create_time_ms", "update_time_ms")
@@ -319,3 +382,189 @@ class ListClientsResponse(_message.Message):
     CLIENTS_FIELD_NUMBER: _ClassVar[int]
     clients: _containers.RepeatedCompositeFieldContainer[ClientInfo]
     def __init__(self, clients: _Optional[_Iterable[_Union[ClientInfo, _Mapping]]] = ...) -> None: ...
+
+class AccessKey(_message.Message):
+    __slots__ = ("access_key", "secret_key", "namespace", "status", "expires_at_ms", "create_time_ms", "update_time_ms")
+    ACCESS_KEY_FIELD_NUMBER: _ClassVar[int]
+    SECRET_KEY_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    access_key: str
+    secret_key: str
+    namespace: str
+    status: AccessKeyStatus
+    expires_at_ms: int
+    create_time_ms: int
+    update_time_ms: int
+    def __init__(self, access_key: _Optional[str] = ..., secret_key: _Optional[str] = ..., namespace: _Optional[str] = ..., status: _Optional[_Union[AccessKeyStatus, str]] = ..., expires_at_ms: _Optional[int] = ..., create_time_ms: _Optional[int] = ..., update_time_ms: _Optional[int] = ...) -> None: ...
+
+class PutAccessKeyRequest(_message.Message):
+    __slots__ = ("access_key",)
+    ACCESS_KEY_FIELD_NUMBER: _ClassVar[int]
+    access_key: AccessKey
+    def __init__(self, access_key: _Optional[_Union[AccessKey, _Mapping]] = ...) -> None: ...
+
+class PutAccessKeyResponse(_message.Message):
+    __slots__ = ("access_key",)
+    ACCESS_KEY_FIELD_NUMBER: _ClassVar[int]
+    access_key: AccessKey
+    def __init__(self, access_key: _Optional[_Union[AccessKey, _Mapping]] = ...) -> None: ...
+
+class DeleteAccessKeyRequest(_message.Message):
+    __slots__ = ("access_key", "namespace")
+    ACCESS_KEY_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    access_key: str
+    namespace: str
+    def __init__(self, access_key: _Optional[str] = ..., namespace: _Optional[str] = ...) -> None: ...
+
+class DeleteAccessKeyResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListAccessKeysRequest(_message.Message):
+    __slots__ = ("namespace",)
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    def __init__(self, namespace: _Optional[str] = ...) -> None: ...
+
+class ListAccessKeysResponse(_message.Message):
+    __slots__ = ("access_keys",)
+    ACCESS_KEYS_FIELD_NUMBER: _ClassVar[int]
+    access_keys: _containers.RepeatedCompositeFieldContainer[AccessKey]
+    def __init__(self, access_keys: _Optional[_Iterable[_Union[AccessKey, _Mapping]]] = ...) -> None: ...
+
+class AclPolicy(_message.Message):
+    __slots__ = ("name", "namespace", "principal", "resource_type", "resource_pattern", "pattern_type", "actions", "source_cidrs", "decision", "create_time_ms", "update_time_ms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_PATTERN_FIELD_NUMBER: _ClassVar[int]
+    PATTERN_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_CIDRS_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    namespace: str
+    principal: str
+    resource_type: AclResourceType
+    resource_pattern: str
+    pattern_type: AclPatternType
+    actions: _containers.RepeatedScalarFieldContainer[AclAction]
+    source_cidrs: _containers.RepeatedScalarFieldContainer[str]
+    decision: AclDecision
+    create_time_ms: int
+    update_time_ms: int
+    def __init__(self, name: _Optional[str] = ..., namespace: _Optional[str] = ..., principal: _Optional[str] = ..., resource_type: _Optional[_Union[AclResourceType, str]] = ..., resource_pattern: _Optional[str] = ..., pattern_type: _Optional[_Union[AclPatternType, str]] = ..., actions: _Optional[_Iterable[_Union[AclAction, str]]] = ..., source_cidrs: _Optional[_Iterable[str]] = ..., decision: _Optional[_Union[AclDecision, str]] = ..., create_time_ms: _Optional[int] = ..., update_time_ms: _Optional[int] = ...) -> None: ...
+
+class PutAclRequest(_message.Message):
+    __slots__ = ("policy",)
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    policy: AclPolicy
+    def __init__(self, policy: _Optional[_Union[AclPolicy, _Mapping]] = ...) -> None: ...
+
+class PutAclResponse(_message.Message):
+    __slots__ = ("policy",)
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    policy: AclPolicy
+    def __init__(self, policy: _Optional[_Union[AclPolicy, _Mapping]] = ...) -> None: ...
+
+class DeleteAclRequest(_message.Message):
+    __slots__ = ("namespace", "name")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    name: str
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class DeleteAclResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListAclsRequest(_message.Message):
+    __slots__ = ("namespace",)
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    def __init__(self, namespace: _Optional[str] = ...) -> None: ...
+
+class ListAclsResponse(_message.Message):
+    __slots__ = ("policies",)
+    POLICIES_FIELD_NUMBER: _ClassVar[int]
+    policies: _containers.RepeatedCompositeFieldContainer[AclPolicy]
+    def __init__(self, policies: _Optional[_Iterable[_Union[AclPolicy, _Mapping]]] = ...) -> None: ...
+
+class Quota(_message.Message):
+    __slots__ = ("namespace", "topic", "group", "produce_messages_per_s", "produce_bytes_per_s", "consume_messages_per_s", "consume_bytes_per_s", "storage_bytes", "max_topics", "max_groups", "max_message_bytes", "max_connections", "create_time_ms", "update_time_ms")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    PRODUCE_MESSAGES_PER_S_FIELD_NUMBER: _ClassVar[int]
+    PRODUCE_BYTES_PER_S_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_MESSAGES_PER_S_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_BYTES_PER_S_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    MAX_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONNECTIONS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    topic: str
+    group: str
+    produce_messages_per_s: int
+    produce_bytes_per_s: int
+    consume_messages_per_s: int
+    consume_bytes_per_s: int
+    storage_bytes: int
+    max_topics: int
+    max_groups: int
+    max_message_bytes: int
+    max_connections: int
+    create_time_ms: int
+    update_time_ms: int
+    def __init__(self, namespace: _Optional[str] = ..., topic: _Optional[str] = ..., group: _Optional[str] = ..., produce_messages_per_s: _Optional[int] = ..., produce_bytes_per_s: _Optional[int] = ..., consume_messages_per_s: _Optional[int] = ..., consume_bytes_per_s: _Optional[int] = ..., storage_bytes: _Optional[int] = ..., max_topics: _Optional[int] = ..., max_groups: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., max_connections: _Optional[int] = ..., create_time_ms: _Optional[int] = ..., update_time_ms: _Optional[int] = ...) -> None: ...
+
+class PutQuotaRequest(_message.Message):
+    __slots__ = ("quota",)
+    QUOTA_FIELD_NUMBER: _ClassVar[int]
+    quota: Quota
+    def __init__(self, quota: _Optional[_Union[Quota, _Mapping]] = ...) -> None: ...
+
+class PutQuotaResponse(_message.Message):
+    __slots__ = ("quota",)
+    QUOTA_FIELD_NUMBER: _ClassVar[int]
+    quota: Quota
+    def __init__(self, quota: _Optional[_Union[Quota, _Mapping]] = ...) -> None: ...
+
+class DeleteQuotaRequest(_message.Message):
+    __slots__ = ("namespace", "topic", "group")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    topic: str
+    group: str
+    def __init__(self, namespace: _Optional[str] = ..., topic: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
+
+class DeleteQuotaResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListQuotasRequest(_message.Message):
+    __slots__ = ("namespace",)
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    def __init__(self, namespace: _Optional[str] = ...) -> None: ...
+
+class ListQuotasResponse(_message.Message):
+    __slots__ = ("quotas",)
+    QUOTAS_FIELD_NUMBER: _ClassVar[int]
+    quotas: _containers.RepeatedCompositeFieldContainer[Quota]
+    def __init__(self, quotas: _Optional[_Iterable[_Union[Quota, _Mapping]]] = ...) -> None: ...

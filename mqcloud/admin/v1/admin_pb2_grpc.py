@@ -99,6 +99,51 @@ class BrokerAdminStub:
                 request_serializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListClientsRequest.SerializeToString,
                 response_deserializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListClientsResponse.FromString,
                 _registered_method=True)
+        self.PutAccessKey = channel.unary_unary(
+                '/mqcloud.admin.v1.BrokerAdmin/PutAccessKey',
+                request_serializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.PutAccessKeyRequest.SerializeToString,
+                response_deserializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.PutAccessKeyResponse.FromString,
+                _registered_method=True)
+        self.DeleteAccessKey = channel.unary_unary(
+                '/mqcloud.admin.v1.BrokerAdmin/DeleteAccessKey',
+                request_serializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.DeleteAccessKeyRequest.SerializeToString,
+                response_deserializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.DeleteAccessKeyResponse.FromString,
+                _registered_method=True)
+        self.ListAccessKeys = channel.unary_unary(
+                '/mqcloud.admin.v1.BrokerAdmin/ListAccessKeys',
+                request_serializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListAccessKeysRequest.SerializeToString,
+                response_deserializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListAccessKeysResponse.FromString,
+                _registered_method=True)
+        self.PutAcl = channel.unary_unary(
+                '/mqcloud.admin.v1.BrokerAdmin/PutAcl',
+                request_serializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.PutAclRequest.SerializeToString,
+                response_deserializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.PutAclResponse.FromString,
+                _registered_method=True)
+        self.DeleteAcl = channel.unary_unary(
+                '/mqcloud.admin.v1.BrokerAdmin/DeleteAcl',
+                request_serializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.DeleteAclRequest.SerializeToString,
+                response_deserializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.DeleteAclResponse.FromString,
+                _registered_method=True)
+        self.ListAcls = channel.unary_unary(
+                '/mqcloud.admin.v1.BrokerAdmin/ListAcls',
+                request_serializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListAclsRequest.SerializeToString,
+                response_deserializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListAclsResponse.FromString,
+                _registered_method=True)
+        self.PutQuota = channel.unary_unary(
+                '/mqcloud.admin.v1.BrokerAdmin/PutQuota',
+                request_serializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.PutQuotaRequest.SerializeToString,
+                response_deserializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.PutQuotaResponse.FromString,
+                _registered_method=True)
+        self.DeleteQuota = channel.unary_unary(
+                '/mqcloud.admin.v1.BrokerAdmin/DeleteQuota',
+                request_serializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.DeleteQuotaRequest.SerializeToString,
+                response_deserializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.DeleteQuotaResponse.FromString,
+                _registered_method=True)
+        self.ListQuotas = channel.unary_unary(
+                '/mqcloud.admin.v1.BrokerAdmin/ListQuotas',
+                request_serializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListQuotasRequest.SerializeToString,
+                response_deserializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListQuotasResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerAdminServicer:
@@ -182,6 +227,60 @@ class BrokerAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PutAccessKey(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAccessKey(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAccessKeys(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PutAcl(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAcl(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PutQuota(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteQuota(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListQuotas(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -249,6 +348,51 @@ def add_BrokerAdminServicer_to_server(servicer, server):
                     servicer.ListClients,
                     request_deserializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListClientsRequest.FromString,
                     response_serializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListClientsResponse.SerializeToString,
+            ),
+            'PutAccessKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutAccessKey,
+                    request_deserializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.PutAccessKeyRequest.FromString,
+                    response_serializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.PutAccessKeyResponse.SerializeToString,
+            ),
+            'DeleteAccessKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAccessKey,
+                    request_deserializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.DeleteAccessKeyRequest.FromString,
+                    response_serializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.DeleteAccessKeyResponse.SerializeToString,
+            ),
+            'ListAccessKeys': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAccessKeys,
+                    request_deserializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListAccessKeysRequest.FromString,
+                    response_serializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListAccessKeysResponse.SerializeToString,
+            ),
+            'PutAcl': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutAcl,
+                    request_deserializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.PutAclRequest.FromString,
+                    response_serializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.PutAclResponse.SerializeToString,
+            ),
+            'DeleteAcl': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAcl,
+                    request_deserializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.DeleteAclRequest.FromString,
+                    response_serializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.DeleteAclResponse.SerializeToString,
+            ),
+            'ListAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAcls,
+                    request_deserializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListAclsRequest.FromString,
+                    response_serializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListAclsResponse.SerializeToString,
+            ),
+            'PutQuota': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutQuota,
+                    request_deserializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.PutQuotaRequest.FromString,
+                    response_serializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.PutQuotaResponse.SerializeToString,
+            ),
+            'DeleteQuota': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteQuota,
+                    request_deserializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.DeleteQuotaRequest.FromString,
+                    response_serializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.DeleteQuotaResponse.SerializeToString,
+            ),
+            'ListQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListQuotas,
+                    request_deserializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListQuotasRequest.FromString,
+                    response_serializer=mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListQuotasResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -602,6 +746,249 @@ class BrokerAdmin:
             '/mqcloud.admin.v1.BrokerAdmin/ListClients',
             mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListClientsRequest.SerializeToString,
             mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListClientsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutAccessKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mqcloud.admin.v1.BrokerAdmin/PutAccessKey',
+            mqcloud_dot_admin_dot_v1_dot_admin__pb2.PutAccessKeyRequest.SerializeToString,
+            mqcloud_dot_admin_dot_v1_dot_admin__pb2.PutAccessKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAccessKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mqcloud.admin.v1.BrokerAdmin/DeleteAccessKey',
+            mqcloud_dot_admin_dot_v1_dot_admin__pb2.DeleteAccessKeyRequest.SerializeToString,
+            mqcloud_dot_admin_dot_v1_dot_admin__pb2.DeleteAccessKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAccessKeys(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mqcloud.admin.v1.BrokerAdmin/ListAccessKeys',
+            mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListAccessKeysRequest.SerializeToString,
+            mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListAccessKeysResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutAcl(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mqcloud.admin.v1.BrokerAdmin/PutAcl',
+            mqcloud_dot_admin_dot_v1_dot_admin__pb2.PutAclRequest.SerializeToString,
+            mqcloud_dot_admin_dot_v1_dot_admin__pb2.PutAclResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAcl(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mqcloud.admin.v1.BrokerAdmin/DeleteAcl',
+            mqcloud_dot_admin_dot_v1_dot_admin__pb2.DeleteAclRequest.SerializeToString,
+            mqcloud_dot_admin_dot_v1_dot_admin__pb2.DeleteAclResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mqcloud.admin.v1.BrokerAdmin/ListAcls',
+            mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListAclsRequest.SerializeToString,
+            mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutQuota(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mqcloud.admin.v1.BrokerAdmin/PutQuota',
+            mqcloud_dot_admin_dot_v1_dot_admin__pb2.PutQuotaRequest.SerializeToString,
+            mqcloud_dot_admin_dot_v1_dot_admin__pb2.PutQuotaResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteQuota(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mqcloud.admin.v1.BrokerAdmin/DeleteQuota',
+            mqcloud_dot_admin_dot_v1_dot_admin__pb2.DeleteQuotaRequest.SerializeToString,
+            mqcloud_dot_admin_dot_v1_dot_admin__pb2.DeleteQuotaResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mqcloud.admin.v1.BrokerAdmin/ListQuotas',
+            mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListQuotasRequest.SerializeToString,
+            mqcloud_dot_admin_dot_v1_dot_admin__pb2.ListQuotasResponse.FromString,
             options,
             channel_credentials,
             insecure,
