@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -57,6 +58,11 @@ class QueuePosition:
 # Nonces only need to differ between deliveries of one message (handles are HMAC-signed, so they
 # need not be unguessable): a PRNG seeded from os.urandom, no syscall per delivery.
 _rng = random.Random()
+
+
+@functools.lru_cache(maxsize=4096)
+def _json_str(text: str) -> str:
+    return json.dumps(text)
 
 
 def new_nonce() -> str:
@@ -129,7 +135,10 @@ class PopState:
 
     def _write(self, record: dict[str, Any]) -> None:
         self._apply(record)
-        self._journal.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self._append_line(json.dumps(record, separators=(",", ":")) + "\n")
+
+    def _append_line(self, line: str) -> None:
+        self._journal.write(line)
         self._journal_records += 1
         if self._batch_depth:
             self._dirty = True
@@ -231,21 +240,17 @@ class PopState:
         pos = self.position(group, topic, queue_id)
         before = pos.committed()
         nonce = new_nonce()
-        self._write(
-            {
-                "op": "pop",
-                "g": group,
-                "t": topic,
-                "q": queue_id,
-                "o": offset,
-                "n": nonce,
-                "a": attempt,
-                "u": until_ms,
-                "next": max(next_offset, pos.next_offset),
-            }
+        following = max(next_offset, pos.next_offset)
+        # The hot path: the same record as _write({"op": "pop", ...}) would journal and apply.
+        entry = pos.in_flight[offset] = InFlight(offset, nonce, attempt, until_ms)
+        pos.next_offset = following
+        self._append_line(
+            f'{{"op":"pop","g":{_json_str(group)},"t":{_json_str(topic)},"q":{int(queue_id)},'
+            f'"o":{int(offset)},"n":"{nonce}","a":{int(attempt)},"u":{int(until_ms)},'
+            f'"next":{int(following)}}}\n'
         )
         self._commit(group, topic, queue_id, before)
-        return pos.in_flight[offset]
+        return entry
 
     def advance(self, group: str, topic: str, queue_id: int, next_offset: int) -> None:
         pos = self.position(group, topic, queue_id)
@@ -262,7 +267,11 @@ class PopState:
     def ack(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         pos = self.position(group, topic, queue_id)
         before = pos.committed()
-        self._write({"op": "ack", "g": group, "t": topic, "q": queue_id, "o": offset})
+        pos.in_flight.pop(offset, None)  # as _write({"op": "ack", ...}) would apply
+        self._append_line(
+            f'{{"op":"ack","g":{_json_str(group)},"t":{_json_str(topic)},"q":{int(queue_id)},'
+            f'"o":{int(offset)}}}\n'
+        )
         self._commit(group, topic, queue_id, before)
 
     def reset(self, group: str, topic: str, queue_id: int, next_offset: int) -> None:
