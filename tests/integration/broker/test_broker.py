@@ -228,7 +228,7 @@ def test_in_flight_survives_restart_and_stats(broker: BrokerProcess, admin: Brok
     client = V2(broker.target, namespace="acme")
     client.send("orders", b"x")
     client.send("orders", b"y")
-    [a, b] = messages(client.receive("g1", "orders", invisible_s=30)  # outlasts a restart on a loaded machine)
+    [a, b] = messages(client.receive("g1", "orders", invisible_s=30))  # outlasts a slow restart
     client.ack("g1", "orders", b)
     stats = admin.group_stats("acme%g1", "acme%orders")
     assert (stats.queues[0].committed_offset, stats.queues[0].in_flight, stats.lag_messages) == (0, 1, 2)
