@@ -23,6 +23,10 @@ VERSION_HEADER = "x-mq-client-version"
 _EXPIRE_MS = 120_000
 
 
+def _text(value: str | bytes) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else value
+
+
 def header(metadata: Iterable[tuple[str, str | bytes]] | None, name: str) -> str:
     for key, value in metadata or ():
         if key == name:
@@ -51,15 +55,22 @@ class ClientRegistry:
 
     def touch(self, metadata: Iterable[tuple[str, str | bytes]] | None, peer: str) -> ClientSession | None:
         """Record that a client made a call; returns its session (None without a client id)."""
-        md = list(metadata or ())
-        client_id = header(md, CLIENT_ID_HEADER)[:256]
+        client_id = language = version = ""
+        for key, value in metadata or ():  # one pass; most calls carry only a few headers
+            if key == CLIENT_ID_HEADER:
+                client_id = client_id or _text(value)
+            elif key == LANGUAGE_HEADER:
+                language = language or _text(value)
+            elif key == VERSION_HEADER:
+                version = version or _text(value)
+        client_id = client_id[:256]
         if not client_id:
             return None
         session = self._clients.get(client_id)
         if session is None:
             session = self._clients[client_id] = ClientSession(client_id)
-        session.language = header(md, LANGUAGE_HEADER)[:32] or session.language
-        session.version = header(md, VERSION_HEADER)[:32] or session.version
+        session.language = language[:32] or session.language
+        session.version = version[:32] or session.version
         session.address = peer[:128]
         session.last_seen_ms = int(time.time() * 1000)
         return session
