@@ -1,5 +1,8 @@
 """Topic and consumer-group configuration, persisted atomically as JSON in the data dir.
 
+Access keys, ACLs and quotas live next to it in ``security.json`` (``dataplane.security_store``,
+mode 0600); ``MetadataStore.security`` holds them and the read helpers below expose them.
+
 The broker serves from this file when the control plane is away; every change rewrites it with
 write-to-temp, fsync, rename, so a crash leaves either the old or the new version.
 """
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dataplane.names import qualify, split
+from dataplane.security_store import AccessKeyConfig, AclConfig, SecurityStore
 
 __all__ = ("GroupConfig", "MetadataError", "MetadataStore", "TopicConfig", "TopicType")
 
@@ -118,6 +122,7 @@ class MetadataStore:
         self.topics: dict[str, TopicConfig] = {}
         self.groups: dict[str, GroupConfig] = {}
         self._load()
+        self.security = SecurityStore(data_dir)
 
     def _load(self) -> None:
         if not self._path.exists():
@@ -217,3 +222,14 @@ class MetadataStore:
 
     def get_group(self, name: str) -> GroupConfig | None:
         return self.groups.get(name)
+
+    # Security configuration (read side for the enforcement on the data path)
+
+    def access_key(self, access_key: str) -> AccessKeyConfig | None:
+        return self.security.access_key(access_key)
+
+    def acls_for(self, namespace: str) -> list[AclConfig]:
+        return self.security.acls_for(namespace)
+
+    def quota_for(self, namespace: str, topic: str | None = None, group: str | None = None) -> dict[str, int]:
+        return self.security.quota_for(namespace, topic, group)

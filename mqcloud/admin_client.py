@@ -6,6 +6,7 @@ Used by ``mqctl admin`` and the control plane. grpcio + protobuf only. Errors su
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any, cast
 
@@ -15,9 +16,20 @@ from google.protobuf import json_format
 from mqcloud.admin.v1 import admin_pb2 as a
 from mqcloud.admin.v1 import admin_pb2_grpc
 
-__all__ = ("BrokerAdminClient", "BrokerAdminError", "to_dict")
+__all__ = ("QUOTA_LIMITS", "BrokerAdminClient", "BrokerAdminError", "quota_limits", "to_dict")
 
 MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")
+QUOTA_LIMITS = (
+    "produce_messages_per_s",
+    "produce_bytes_per_s",
+    "consume_messages_per_s",
+    "consume_bytes_per_s",
+    "storage_bytes",
+    "max_topics",
+    "max_groups",
+    "max_message_bytes",
+    "max_connections",
+)
 
 
 class BrokerAdminError(Exception):
@@ -51,6 +63,11 @@ def _retry_policy(
             )
         )
     return None
+
+
+def _enum(pb_enum: Any, prefix: str, value: str) -> Any:
+    """``"Pub"`` / ``"PUB"`` -> ``ACL_ACTION_PUB``; an unknown name raises ValueError."""
+    return pb_enum.Value(prefix + value.upper())
 
 
 class BrokerAdminClient:
@@ -203,3 +220,91 @@ class BrokerAdminClient:
 
     def list_clients(self, namespace: str = "", group: str = "") -> list[a.ClientInfo]:
         return list(self._call("ListClients", a.ListClientsRequest(namespace=namespace, group=group)).clients)
+
+    # Access keys (the secret travels in clear to the broker: use TLS or a private network)
+
+    def put_access_key(
+        self,
+        access_key: str,
+        *,
+        secret_key: str,
+        namespace: str,
+        status: str = "ACTIVE",
+        expires_at_ms: int = 0,
+    ) -> a.AccessKey:
+        """Create or replace a key (idempotent)."""
+        key = a.AccessKey(
+            access_key=access_key,
+            secret_key=secret_key,
+            namespace=namespace,
+            status=_enum(a.AccessKeyStatus, "ACCESS_KEY_STATUS_", status),
+            expires_at_ms=expires_at_ms,
+        )
+        return cast(a.AccessKey, self._call("PutAccessKey", a.PutAccessKeyRequest(access_key=key)).access_key)
+
+    def delete_access_key(self, access_key: str, namespace: str = "") -> None:
+        self._call("DeleteAccessKey", a.DeleteAccessKeyRequest(access_key=access_key, namespace=namespace))
+
+    def list_access_keys(self, namespace: str = "") -> list[a.AccessKey]:
+        return list(self._call("ListAccessKeys", a.ListAccessKeysRequest(namespace=namespace)).access_keys)
+
+    # ACL policies
+
+    def put_acl(
+        self,
+        name: str,
+        *,
+        namespace: str,
+        principal: str,
+        resource_type: str,
+        actions: Iterable[str],
+        resource_pattern: str = "",
+        pattern_type: str = "LITERAL",
+        source_cidrs: Iterable[str] = (),
+        decision: str = "ALLOW",
+    ) -> a.AclPolicy:
+        """Create or replace the policy ``name`` of ``namespace``; enum values by name, any case."""
+        policy = a.AclPolicy(
+            name=name,
+            namespace=namespace,
+            principal=principal,
+            resource_type=_enum(a.AclResourceType, "ACL_RESOURCE_TYPE_", resource_type),
+            resource_pattern=resource_pattern,
+            pattern_type=_enum(a.AclPatternType, "ACL_PATTERN_TYPE_", pattern_type),
+            actions=[_enum(a.AclAction, "ACL_ACTION_", x) for x in actions],
+            source_cidrs=list(source_cidrs),
+            decision=_enum(a.AclDecision, "ACL_DECISION_", decision),
+        )
+        return cast(a.AclPolicy, self._call("PutAcl", a.PutAclRequest(policy=policy)).policy)
+
+    def delete_acl(self, namespace: str, name: str) -> None:
+        self._call("DeleteAcl", a.DeleteAclRequest(namespace=namespace, name=name))
+
+    def list_acls(self, namespace: str = "") -> list[a.AclPolicy]:
+        return list(self._call("ListAcls", a.ListAclsRequest(namespace=namespace)).policies)
+
+    # Quotas
+
+    def put_quota(
+        self, namespace: str, limits: Mapping[str, int], *, topic: str = "", group: str = ""
+    ) -> a.Quota:
+        """Replace the quota of the namespace, or of one of its topics or groups (``limits`` by
+        ``QUOTA_LIMITS`` name; a limit left out is unlimited, or inherited for a topic/group)."""
+        unknown = set(limits) - set(QUOTA_LIMITS)
+        if unknown:
+            raise ValueError(f"unknown quota limits {sorted(unknown)}")
+        quota = a.Quota(
+            namespace=namespace, topic=topic, group=group, **{k: int(v) for k, v in limits.items()}
+        )
+        return cast(a.Quota, self._call("PutQuota", a.PutQuotaRequest(quota=quota)).quota)
+
+    def delete_quota(self, namespace: str, *, topic: str = "", group: str = "") -> None:
+        self._call("DeleteQuota", a.DeleteQuotaRequest(namespace=namespace, topic=topic, group=group))
+
+    def list_quotas(self, namespace: str = "") -> list[a.Quota]:
+        return list(self._call("ListQuotas", a.ListQuotasRequest(namespace=namespace)).quotas)
+
+
+def quota_limits(quota: a.Quota) -> dict[str, int]:
+    """The limits a Quota message sets (absent ones are not in the dict)."""
+    return {name: int(getattr(quota, name)) for name in QUOTA_LIMITS if quota.HasField(name)}

@@ -1,18 +1,32 @@
-"""mqcloud.admin.v1.BrokerAdmin: topic/group CRUD, statistics and connected clients."""
+"""mqcloud.admin.v1.BrokerAdmin: topic/group CRUD, statistics, connected clients, and the access keys,
+ACL policies and quotas the control plane pushes (stored in ``dataplane.security_store``)."""
 
 from __future__ import annotations
 
+import enum
 import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
 from dataplane.broker import Broker
 from dataplane.metadata import GroupConfig, MetadataError, TopicConfig, TopicType, qualified_name
 from dataplane.names import split
+from dataplane.security_store import (
+    QUOTA_LIMITS,
+    AccessKeyConfig,
+    AccessKeyStatus,
+    AclAction,
+    AclConfig,
+    AclDecision,
+    AclPatternType,
+    AclResourceType,
+    QuotaConfig,
+    SecurityConfigError,
+)
 from mqcloud.admin.v1 import admin_pb2 as a
 from mqcloud.admin.v1 import admin_pb2_grpc
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
@@ -35,7 +49,7 @@ def _guard(handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[An
     async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         try:
             return await handler(self, request, context)
-        except MetadataError as exc:
+        except (MetadataError, SecurityConfigError) as exc:
             await context.abort(_GRPC_CODES[exc.kind], exc.message)
 
     return wrapper
@@ -92,6 +106,123 @@ def _message_type(value: int) -> TopicType:
         return TopicType(a.TopicMessageType.Name(value))  # type: ignore[arg-type]
     except ValueError as exc:
         raise MetadataError("invalid", f"unknown message type {value}") from exc
+
+
+#
+# Security messages <-> store records. Wire enums are named PREFIX_MEMBER (ACL_ACTION_PUB) and map
+# by member name onto the store's StrEnums (AclAction.PUB == "Pub").
+#
+
+_E = TypeVar("_E", bound=enum.Enum)
+
+
+def _enum_from_pb(pb_enum: Any, prefix: str, value: int, kind: type[_E], what: str, default: _E | None) -> _E:
+    if value == 0:
+        if default is None:
+            raise SecurityConfigError("invalid", f"{what} is required")
+        return default
+    try:
+        return kind[pb_enum.Name(value).removeprefix(prefix)]
+    except (KeyError, ValueError) as exc:
+        raise SecurityConfigError("invalid", f"unknown {what} {value}") from exc
+
+
+def _enum_pb(pb_enum: Any, prefix: str, member: enum.Enum) -> Any:
+    return pb_enum.Value(prefix + member.name)
+
+
+def _access_key_from_pb(k: a.AccessKey) -> AccessKeyConfig:
+    return AccessKeyConfig(
+        access_key=k.access_key,
+        secret_key=k.secret_key,
+        namespace=k.namespace,
+        status=_enum_from_pb(
+            a.AccessKeyStatus,
+            "ACCESS_KEY_STATUS_",
+            k.status,
+            AccessKeyStatus,
+            "status",
+            AccessKeyStatus.ACTIVE,
+        ),
+        expires_at_ms=k.expires_at_ms,
+    )
+
+
+def _access_key_pb(k: AccessKeyConfig) -> a.AccessKey:
+    return a.AccessKey(
+        access_key=k.access_key,
+        secret_key=k.secret_key,
+        namespace=k.namespace,
+        status=_enum_pb(a.AccessKeyStatus, "ACCESS_KEY_STATUS_", k.status),
+        expires_at_ms=k.expires_at_ms,
+        create_time_ms=k.create_time_ms,
+        update_time_ms=k.update_time_ms,
+    )
+
+
+def _acl_from_pb(p: a.AclPolicy) -> AclConfig:
+    return AclConfig(
+        name=p.name,
+        namespace=p.namespace,
+        principal=p.principal,
+        resource_type=_enum_from_pb(
+            a.AclResourceType, "ACL_RESOURCE_TYPE_", p.resource_type, AclResourceType, "resource_type", None
+        ),
+        resource_pattern=p.resource_pattern,
+        pattern_type=_enum_from_pb(
+            a.AclPatternType,
+            "ACL_PATTERN_TYPE_",
+            p.pattern_type,
+            AclPatternType,
+            "pattern_type",
+            AclPatternType.LITERAL,
+        ),
+        actions=tuple(
+            _enum_from_pb(a.AclAction, "ACL_ACTION_", x, AclAction, "action", None) for x in p.actions
+        ),
+        source_cidrs=tuple(p.source_cidrs),
+        decision=_enum_from_pb(a.AclDecision, "ACL_DECISION_", p.decision, AclDecision, "decision", None),
+    )
+
+
+def _acl_pb(p: AclConfig) -> a.AclPolicy:
+    return a.AclPolicy(
+        name=p.name,
+        namespace=p.namespace,
+        principal=p.principal,
+        resource_type=_enum_pb(a.AclResourceType, "ACL_RESOURCE_TYPE_", p.resource_type),
+        resource_pattern=p.resource_pattern,
+        pattern_type=_enum_pb(a.AclPatternType, "ACL_PATTERN_TYPE_", p.pattern_type),
+        actions=[_enum_pb(a.AclAction, "ACL_ACTION_", x) for x in p.actions],
+        source_cidrs=list(p.source_cidrs),
+        decision=_enum_pb(a.AclDecision, "ACL_DECISION_", p.decision),
+        create_time_ms=p.create_time_ms,
+        update_time_ms=p.update_time_ms,
+    )
+
+
+def _scope_name(name: str, namespace: str) -> str:
+    return qualified_name(name, namespace) if name else ""
+
+
+def _quota_from_pb(q: a.Quota) -> QuotaConfig:
+    return QuotaConfig(
+        namespace=q.namespace,
+        topic=_scope_name(q.topic, q.namespace),
+        group=_scope_name(q.group, q.namespace),
+        limits={name: getattr(q, name) for name in QUOTA_LIMITS if q.HasField(name)},
+    )
+
+
+def _quota_pb(q: QuotaConfig) -> a.Quota:
+    return a.Quota(
+        namespace=q.namespace,
+        topic=q.topic,
+        group=q.group,
+        create_time_ms=q.create_time_ms,
+        update_time_ms=q.update_time_ms,
+        **q.limits,
+    )
 
 
 class BrokerAdminServicer(admin_pb2_grpc.BrokerAdminServicer):  # type: ignore[misc]
@@ -280,3 +411,60 @@ class BrokerAdminServicer(admin_pb2_grpc.BrokerAdminServicer):  # type: ignore[m
                 )
             )
         return a.ListClientsResponse(clients=clients)
+
+    # Access keys, ACLs and quotas
+
+    @_guard
+    async def PutAccessKey(self, request: a.PutAccessKeyRequest, context: Any) -> a.PutAccessKeyResponse:
+        key = self.broker.metadata.security.put_access_key(_access_key_from_pb(request.access_key))
+        logger.info(
+            "access key %s of %s stored", key.access_key, key.namespace, extra={"namespace": key.namespace}
+        )
+        return a.PutAccessKeyResponse(access_key=_access_key_pb(key))
+
+    @_guard
+    async def DeleteAccessKey(
+        self, request: a.DeleteAccessKeyRequest, context: Any
+    ) -> a.DeleteAccessKeyResponse:
+        self.broker.metadata.security.delete_access_key(request.access_key, request.namespace)
+        return a.DeleteAccessKeyResponse()
+
+    @_guard
+    async def ListAccessKeys(
+        self, request: a.ListAccessKeysRequest, context: Any
+    ) -> a.ListAccessKeysResponse:
+        keys = self.broker.metadata.security.list_access_keys(request.namespace)
+        return a.ListAccessKeysResponse(access_keys=[_access_key_pb(k) for k in keys])
+
+    @_guard
+    async def PutAcl(self, request: a.PutAclRequest, context: Any) -> a.PutAclResponse:
+        policy = self.broker.metadata.security.put_acl(_acl_from_pb(request.policy))
+        return a.PutAclResponse(policy=_acl_pb(policy))
+
+    @_guard
+    async def DeleteAcl(self, request: a.DeleteAclRequest, context: Any) -> a.DeleteAclResponse:
+        self.broker.metadata.security.delete_acl(request.namespace, request.name)
+        return a.DeleteAclResponse()
+
+    @_guard
+    async def ListAcls(self, request: a.ListAclsRequest, context: Any) -> a.ListAclsResponse:
+        policies = self.broker.metadata.security.list_acls(request.namespace)
+        return a.ListAclsResponse(policies=[_acl_pb(p) for p in policies])
+
+    @_guard
+    async def PutQuota(self, request: a.PutQuotaRequest, context: Any) -> a.PutQuotaResponse:
+        quota = self.broker.metadata.security.put_quota(_quota_from_pb(request.quota))
+        return a.PutQuotaResponse(quota=_quota_pb(quota))
+
+    @_guard
+    async def DeleteQuota(self, request: a.DeleteQuotaRequest, context: Any) -> a.DeleteQuotaResponse:
+        ns = request.namespace
+        self.broker.metadata.security.delete_quota(
+            ns, _scope_name(request.topic, ns), _scope_name(request.group, ns)
+        )
+        return a.DeleteQuotaResponse()
+
+    @_guard
+    async def ListQuotas(self, request: a.ListQuotasRequest, context: Any) -> a.ListQuotasResponse:
+        quotas = self.broker.metadata.security.list_quotas(request.namespace)
+        return a.ListQuotasResponse(quotas=[_quota_pb(q) for q in quotas])
