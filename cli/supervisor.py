@@ -6,10 +6,12 @@ also reaches anything it forked (Celery's pool, uvicorn's workers), and nothing 
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -50,6 +52,7 @@ class Supervisor:
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         child = Child(name=name, popen=popen, log_path=log_path)
         self.children.append(child)
@@ -83,6 +86,13 @@ class Supervisor:
             if child.popen.poll() is None:
                 child.popen.wait(5)
         self.children.clear()
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGTERM this child when the supervisor dies, even by SIGKILL."""
+    if sys.platform == "linux":
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def _signal_group(popen: subprocess.Popen[bytes], sig: signal.Signals) -> None:

@@ -35,6 +35,49 @@ def processes_with_data_dir(data_dir: Path) -> list[int]:
     return found
 
 
+def test_children_die_with_a_killed_supervisor(tmp_path: Path) -> None:
+    # given: standalone with its children up
+    data_dir = tmp_path / "data"
+    http_port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "standalone",
+            "--data-dir",
+            str(data_dir),
+            "--http",
+            f"127.0.0.1:{http_port}",
+            "--broker",
+            f"127.0.0.1:{free_port()}",
+            "--metrics",
+            "",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while len(processes_with_data_dir(data_dir.resolve())) < 4:
+            assert time.monotonic() < deadline and proc.poll() is None, "stack never started"
+            time.sleep(0.5)
+        # when: the supervisor is killed outright, with no chance to clean up
+        proc.kill()
+        proc.wait()
+        # then: its children follow it
+        deadline = time.monotonic() + 15
+        while processes_with_data_dir(data_dir.resolve()):
+            assert time.monotonic() < deadline, "children outlived a SIGKILLed supervisor"
+            time.sleep(0.25)
+    finally:
+        for pid in processes_with_data_dir(data_dir.resolve()):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_standalone_serves_and_stops_cleanly(tmp_path: Path) -> None:
     # given: embedded defaults (no DATABASE_URL), free ports
     data_dir = tmp_path / "data"
@@ -123,7 +166,13 @@ def test_standalone_serves_and_stops_cleanly(tmp_path: Path) -> None:
         assert processes_with_data_dir(data_dir.resolve()) == []
     finally:
         if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for pid in processes_with_data_dir(data_dir.resolve()):  # never leak a stack on failure
+            os.kill(pid, signal.SIGKILL)
         if proc.stdout:
             proc.stdout.close()
