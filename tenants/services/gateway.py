@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Protocol, final
 
 from tenants.errors import BrokerUnavailable
@@ -70,14 +70,20 @@ class GroupSpec:
 
 @dataclass(frozen=True, slots=True)
 class AccessKeySpec:
+    """A key as brokers hold it: the plain secret (brokers verify HMAC signatures with it)."""
+
     namespace: str
     access_key: str
-    secret: str
-    expires_at: str | None = None  # ISO 8601; brokers refuse signatures after it
+    secret: str = field(repr=False)
+    expires_at_ms: int = 0  # brokers refuse signatures from then on; 0: never
+    status: str = "active"  # what a broker reports; the control plane only pushes usable keys
 
 
 @dataclass(frozen=True, slots=True)
 class AclSpec:
+    """An ACL 2.0 policy; ``resource_pattern`` is LITERAL/PREFIXED and ``resource_name`` is
+    tenant-relative ("" for every name), as on ``AclPolicy``."""
+
     namespace: str
     policy_id: str
     principal: str
@@ -91,10 +97,16 @@ class AclSpec:
 
 @dataclass(frozen=True, slots=True)
 class QuotaSpec:
+    """Limits of a tenant (all of them) or of one topic/group (only those it overrides)."""
+
     namespace: str
     scope: str  # "tenant", "topic" or "group"
     name: str  # qualified topic/group name, empty for the tenant
     limits: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.namespace, self.scope, self.name)
 
 
 class BrokerGateway(Protocol):
@@ -108,10 +120,13 @@ class BrokerGateway(Protocol):
     def list_groups(self, endpoint: str) -> Mapping[str, GroupSpec]: ...
     def put_access_key(self, endpoint: str, spec: AccessKeySpec) -> None: ...
     def delete_access_key(self, endpoint: str, namespace: str, access_key: str) -> None: ...
+    def list_access_keys(self, endpoint: str) -> Mapping[str, AccessKeySpec]: ...
     def put_acl(self, endpoint: str, spec: AclSpec) -> None: ...
     def delete_acl(self, endpoint: str, namespace: str, policy_id: str) -> None: ...
+    def list_acls(self, endpoint: str) -> Mapping[tuple[str, str], AclSpec]: ...
     def put_quota(self, endpoint: str, spec: QuotaSpec) -> None: ...
     def delete_quota(self, endpoint: str, namespace: str, scope: str, name: str) -> None: ...
+    def list_quotas(self, endpoint: str) -> Mapping[tuple[str, str, str], QuotaSpec]: ...
 
 
 @final
@@ -122,7 +137,7 @@ class InMemoryBrokerGateway:
         self.topics: dict[str, dict[str, TopicSpec]] = {}
         self.groups: dict[str, dict[str, GroupSpec]] = {}
         self.access_keys: dict[str, dict[str, AccessKeySpec]] = {}
-        self.acls: dict[str, dict[str, AclSpec]] = {}
+        self.acls: dict[str, dict[tuple[str, str], AclSpec]] = {}
         self.quotas: dict[str, dict[tuple[str, str, str], QuotaSpec]] = {}
         self.down: set[str] = set()
         self.calls: list[tuple[str, str]] = []
@@ -168,21 +183,33 @@ class InMemoryBrokerGateway:
         self._check(endpoint, "delete_access_key")
         self.access_keys.get(endpoint, {}).pop(access_key, None)
 
+    def list_access_keys(self, endpoint: str) -> Mapping[str, AccessKeySpec]:
+        self._check(endpoint, "list_access_keys")
+        return dict(self.access_keys.get(endpoint, {}))
+
     def put_acl(self, endpoint: str, spec: AclSpec) -> None:
         self._check(endpoint, "put_acl")
-        self.acls.setdefault(endpoint, {})[spec.policy_id] = spec
+        self.acls.setdefault(endpoint, {})[(spec.namespace, spec.policy_id)] = spec
 
     def delete_acl(self, endpoint: str, namespace: str, policy_id: str) -> None:
         self._check(endpoint, "delete_acl")
-        self.acls.get(endpoint, {}).pop(policy_id, None)
+        self.acls.get(endpoint, {}).pop((namespace, policy_id), None)
+
+    def list_acls(self, endpoint: str) -> Mapping[tuple[str, str], AclSpec]:
+        self._check(endpoint, "list_acls")
+        return dict(self.acls.get(endpoint, {}))
 
     def put_quota(self, endpoint: str, spec: QuotaSpec) -> None:
         self._check(endpoint, "put_quota")
-        self.quotas.setdefault(endpoint, {})[(spec.namespace, spec.scope, spec.name)] = spec
+        self.quotas.setdefault(endpoint, {})[spec.key] = spec
 
     def delete_quota(self, endpoint: str, namespace: str, scope: str, name: str) -> None:
         self._check(endpoint, "delete_quota")
         self.quotas.get(endpoint, {}).pop((namespace, scope, name), None)
+
+    def list_quotas(self, endpoint: str) -> Mapping[tuple[str, str, str], QuotaSpec]:
+        self._check(endpoint, "list_quotas")
+        return dict(self.quotas.get(endpoint, {}))
 
 
 def _qualified(info: Any) -> str:
@@ -194,10 +221,9 @@ def _qualified(info: Any) -> str:
 class GrpcBrokerGateway:
     """The real brokers, through ``mqcloud.admin_client.BrokerAdminClient`` (one client per endpoint).
 
-    The admin API (``mqcloud.admin.v1.BrokerAdmin``) serves topics and groups; upserts are create,
-    then update on ALREADY_EXISTS; deletes accept NOT_FOUND. Keys, ACLs and quotas are pushed when
-    the client offers a matching call and are otherwise skipped with a debug log, so a broker without
-    those calls still gets its topics and groups.
+    Topic and group upserts are create, then update on ALREADY_EXISTS; keys, ACLs and quotas have
+    real upserts (Put*). Deletes accept NOT_FOUND. Any other admin error becomes BrokerUnavailable
+    with the broker's message, which provisioning records on the row.
     """
 
     def __init__(self, timeout_s: float = 5.0) -> None:
@@ -222,12 +248,6 @@ class GrpcBrokerGateway:
             if exc.code in ok:
                 return None
             raise BrokerUnavailable(f"{endpoint}: {method} failed: {exc}") from exc
-
-    def _optional(self, endpoint: str, method: str, *args: Any, **kwargs: Any) -> None:
-        if getattr(self._client(endpoint), method, None) is None:
-            logger.debug("broker admin client has no %s; skipped", method, extra={"endpoint": endpoint})
-            return
-        self._call(endpoint, method, *args, **kwargs)
 
     def upsert_topic(self, endpoint: str, spec: TopicSpec) -> None:
         fields: dict[str, Any] = {
@@ -294,19 +314,92 @@ class GrpcBrokerGateway:
         return result
 
     def put_access_key(self, endpoint: str, spec: AccessKeySpec) -> None:
-        self._optional(endpoint, "put_access_key", **asdict(spec))
+        self._call(
+            endpoint,
+            "put_access_key",
+            spec.access_key,
+            secret_key=spec.secret,
+            namespace=spec.namespace,
+            status=spec.status,
+            expires_at_ms=spec.expires_at_ms,
+        )
 
     def delete_access_key(self, endpoint: str, namespace: str, access_key: str) -> None:
-        self._optional(endpoint, "delete_access_key", namespace, access_key)
+        self._call(endpoint, "delete_access_key", access_key, namespace, ok=("NOT_FOUND",))
+
+    def list_access_keys(self, endpoint: str) -> Mapping[str, AccessKeySpec]:
+        from mqcloud.admin.v1 import admin_pb2
+
+        return {
+            k.access_key: AccessKeySpec(
+                namespace=k.namespace,
+                access_key=k.access_key,
+                secret=k.secret_key,
+                expires_at_ms=int(k.expires_at_ms),
+                status=admin_pb2.AccessKeyStatus.Name(k.status).removeprefix("ACCESS_KEY_STATUS_").lower(),
+            )
+            for k in self._call(endpoint, "list_access_keys") or ()
+        }
 
     def put_acl(self, endpoint: str, spec: AclSpec) -> None:
-        self._optional(endpoint, "put_acl", **asdict(spec))
+        self._call(
+            endpoint,
+            "put_acl",
+            spec.policy_id,
+            namespace=spec.namespace,
+            principal=spec.principal,
+            resource_type=spec.resource_type,
+            resource_pattern=spec.resource_name,
+            pattern_type=spec.resource_pattern,
+            actions=spec.actions,
+            source_cidrs=spec.source_cidrs,
+            decision=spec.decision,
+        )
 
     def delete_acl(self, endpoint: str, namespace: str, policy_id: str) -> None:
-        self._optional(endpoint, "delete_acl", namespace, policy_id)
+        self._call(endpoint, "delete_acl", namespace, policy_id, ok=("NOT_FOUND",))
+
+    def list_acls(self, endpoint: str) -> Mapping[tuple[str, str], AclSpec]:
+        from mqcloud.admin.v1 import admin_pb2 as a
+
+        def name(enum: Any, prefix: str, value: int) -> str:
+            return str(enum.Name(value)).removeprefix(prefix)
+
+        result: dict[tuple[str, str], AclSpec] = {}
+        for p in self._call(endpoint, "list_acls") or ():
+            result[(p.namespace, p.name)] = AclSpec(
+                namespace=p.namespace,
+                policy_id=p.name,
+                principal=p.principal,
+                # wire names are upper case; the control plane's choices are "Topic", "Pub", "Allow"
+                resource_type=name(a.AclResourceType, "ACL_RESOURCE_TYPE_", p.resource_type).title(),
+                resource_pattern=name(a.AclPatternType, "ACL_PATTERN_TYPE_", p.pattern_type),
+                resource_name=p.resource_pattern,
+                actions=tuple(name(a.AclAction, "ACL_ACTION_", x).title() for x in p.actions),
+                source_cidrs=tuple(p.source_cidrs),
+                decision=name(a.AclDecision, "ACL_DECISION_", p.decision).title(),
+            )
+        return result
 
     def put_quota(self, endpoint: str, spec: QuotaSpec) -> None:
-        self._optional(endpoint, "put_quota", **asdict(spec))
+        topic, group = _quota_scope(spec.scope, spec.name)
+        self._call(endpoint, "put_quota", spec.namespace, dict(spec.limits), topic=topic, group=group)
 
     def delete_quota(self, endpoint: str, namespace: str, scope: str, name: str) -> None:
-        self._optional(endpoint, "delete_quota", namespace, scope, name)
+        topic, group = _quota_scope(scope, name)
+        self._call(endpoint, "delete_quota", namespace, ok=("NOT_FOUND",), topic=topic, group=group)
+
+    def list_quotas(self, endpoint: str) -> Mapping[tuple[str, str, str], QuotaSpec]:
+        from mqcloud.admin_client import quota_limits
+
+        result: dict[tuple[str, str, str], QuotaSpec] = {}
+        for q in self._call(endpoint, "list_quotas") or ():
+            scope, name = ("topic", q.topic) if q.topic else ("group", q.group) if q.group else ("tenant", "")
+            spec = QuotaSpec(q.namespace, scope, name, quota_limits(q))
+            result[spec.key] = spec
+        return result
+
+
+def _quota_scope(scope: str, name: str) -> tuple[str, str]:
+    """(topic, group) of a QuotaSpec scope."""
+    return (name if scope == "topic" else "", name if scope == "group" else "")

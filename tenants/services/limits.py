@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tenants.choices import ProvisioningStatus
 from tenants.constants import QUOTA_LIMIT_FIELDS
 from tenants.models import Plan, Quota, Tenant
 
@@ -30,5 +31,10 @@ def effective_limits(tenant: Tenant) -> dict[str, int]:
     if plan is None:
         plan = Plan()  # field defaults: a tenant never runs without limits
     base = {name: int(getattr(plan, name)) for name in QUOTA_LIMIT_FIELDS}
-    quota = Quota.objects.filter(tenant=tenant, topic__isnull=True, group__isnull=True).first()
+    # a tenant quota being deleted no longer counts: brokers get the plan's limits back
+    quota = (
+        Quota.objects.filter(tenant=tenant, topic__isnull=True, group__isnull=True)
+        .exclude(status=ProvisioningStatus.DELETING)
+        .first()
+    )
     return overlay(base, quota)

@@ -13,6 +13,7 @@ the row says now and marks it active only if ``generation`` did not move meanwhi
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import re
 from collections.abc import Callable, Iterable
@@ -72,6 +73,8 @@ logger = logging.getLogger(__name__)
 # Names the control plane owns on a broker: "{namespace}%{name}". Retry/DLQ/system names start
 # with "%" or carry no namespace and are left alone.
 MANAGED_NAME = re.compile(r"^[a-z0-9_-]+%[A-Za-z0-9_-]+$")
+# Keys, ACLs and quotas always carry a namespace; those in tenant-shaped namespaces are ours.
+MANAGED_NAMESPACE = re.compile(r"^[a-z0-9_-]+$")
 
 
 class ResourceKind(StrEnum):
@@ -168,20 +171,22 @@ def _key_spec(key: AccessKey) -> AccessKeySpec:
         namespace=key.tenant.namespace,
         access_key=key.access_key,
         secret=decrypt_secret(key.secret_encrypted),
-        expires_at=key.expires_at.isoformat() if key.expires_at else None,
+        expires_at_ms=int(key.expires_at.timestamp() * 1000) if key.expires_at else 0,
     )
 
 
 def _acl_spec(policy: AclPolicy) -> AclSpec:
+    """The policy in the form brokers store it (deduplicated actions, networks, "" for "*")."""
+    cidrs = (str(ipaddress.ip_network(c.strip(), strict=False)) for c in policy.source_cidrs)
     return AclSpec(
         namespace=policy.tenant.namespace,
         policy_id=str(policy.pk),
         principal=policy.principal,
         resource_type=policy.resource_type,
         resource_pattern=policy.resource_pattern,
-        resource_name=policy.resource_name,
-        actions=tuple(policy.actions),
-        source_cidrs=tuple(policy.source_cidrs),
+        resource_name="" if policy.resource_name == "*" else policy.resource_name,
+        actions=tuple(dict.fromkeys(policy.actions)),
+        source_cidrs=tuple(dict.fromkeys(cidrs)),
         decision=policy.decision,
     )
 
@@ -300,11 +305,10 @@ def _apply_quota(gw: BrokerGateway, quota: Quota) -> None:
 
 
 def _remove_quota(gw: BrokerGateway, quota: Quota) -> None:
-    spec = _quota_spec(quota)
+    spec = _quota_spec(quota)  # a deleting tenant quota no longer counts: the plan's limits
     for node in _tenant_nodes(quota.tenant):
-        if spec.scope == "tenant":  # the plan's defaults take over again
-            limits = overlay(effective_limits(quota.tenant), None)
-            gw.put_quota(node.endpoint, QuotaSpec(spec.namespace, "tenant", "", limits))
+        if spec.scope == "tenant":
+            gw.put_quota(node.endpoint, spec)
         else:
             gw.delete_quota(node.endpoint, spec.namespace, spec.scope, spec.name)
 
@@ -424,10 +428,10 @@ def _desired_on_group(broker_group: BrokerGroup) -> tuple[dict[str, TopicSpec], 
 def reconcile_node(
     node: BrokerNode, gateway: BrokerGateway | None = None, report: ReconcileReport | None = None
 ) -> ReconcileReport:
-    """Make one node hold exactly the desired topics and groups, and re-push keys, ACLs and quotas.
+    """Make one node hold exactly the desired topics, groups, access keys, ACLs and quotas.
 
-    A broker rebuilt empty gets everything back; extra managed names (deleted while it was away)
-    are removed. Keys, ACLs and quotas cannot be listed, so they are re-pushed (idempotent puts).
+    A broker rebuilt empty gets everything back; what differs is repaired; extra managed objects
+    (deleted, revoked or expired while it was away) are removed.
     """
     gw = gateway or get_gateway()
     report = report if report is not None else ReconcileReport()
@@ -451,7 +455,7 @@ def reconcile_node(
             if MANAGED_NAME.match(name):
                 gw.delete_group(node.endpoint, name)
                 report.removed.append(f"{node.name}:group:{name}")
-        _repush_tenant_config(gw, node)
+        _reconcile_security(gw, node, report)
     except BrokerUnavailable as exc:
         report.nodes_unreachable += 1
         BrokerNode.objects.filter(pk=node.pk).update(
@@ -467,25 +471,79 @@ def reconcile_node(
     return report
 
 
-def _repush_tenant_config(gw: BrokerGateway, node: BrokerNode) -> None:
-    cluster_id = node.group.cluster_id
-    tenant_ids = set(Topic.objects.filter(cluster_id=cluster_id).values_list("tenant_id", flat=True))
-    tenant_ids |= set(ConsumerGroup.objects.filter(cluster_id=cluster_id).values_list("tenant_id", flat=True))
+def _tenant_ids_on_cluster(cluster_id: int) -> set[int]:
+    """Tenants whose keys, ACLs and quotas the cluster's nodes hold (as ``_tenant_nodes``)."""
+    ids = set(Topic.objects.filter(cluster_id=cluster_id).values_list("tenant_id", flat=True))
+    ids |= set(ConsumerGroup.objects.filter(cluster_id=cluster_id).values_list("tenant_id", flat=True))
+    ids |= set(Tenant.objects.filter(cluster_id=cluster_id).values_list("pk", flat=True))
+    fallback = cluster_for(Tenant())  # where tenants without a cluster of their own go
+    if fallback is not None and fallback.pk == cluster_id:
+        ids |= set(Tenant.objects.filter(cluster__isnull=True).values_list("pk", flat=True))
+    return ids
+
+
+def _desired_security(
+    cluster_id: int,
+) -> tuple[dict[str, AccessKeySpec], dict[tuple[str, str], AclSpec], dict[tuple[str, str, str], QuotaSpec]]:
+    tenant_ids = _tenant_ids_on_cluster(cluster_id)
     live = ~models.Q(status=ProvisioningStatus.DELETING)
-    for key in AccessKey.objects.filter(live, tenant_id__in=tenant_ids).select_related("tenant"):
-        if key.is_usable:
-            gw.put_access_key(node.endpoint, _key_spec(key))
-        else:
-            gw.delete_access_key(node.endpoint, key.tenant.namespace, key.access_key)
-    for policy in AclPolicy.objects.filter(live, tenant_id__in=tenant_ids).select_related("tenant"):
-        gw.put_acl(node.endpoint, _acl_spec(policy))
+    keys = {
+        key.access_key: _key_spec(key)
+        for key in AccessKey.objects.filter(live, tenant_id__in=tenant_ids).select_related("tenant")
+        if key.is_usable
+    }
+    acls = {
+        (policy.tenant.namespace, str(policy.pk)): _acl_spec(policy)
+        for policy in AclPolicy.objects.filter(live, tenant_id__in=tenant_ids).select_related("tenant")
+    }
+    quotas: dict[tuple[str, str, str], QuotaSpec] = {}
     for tenant in Tenant.objects.filter(pk__in=tenant_ids).select_related("plan"):
-        gw.put_quota(node.endpoint, QuotaSpec(tenant.namespace, "tenant", "", effective_limits(tenant)))
+        spec = QuotaSpec(tenant.namespace, "tenant", "", effective_limits(tenant))
+        quotas[spec.key] = spec
     overrides = Quota.objects.filter(live, tenant_id__in=tenant_ids).exclude(
         topic__isnull=True, group__isnull=True
     )
     for quota in overrides.select_related("tenant", "topic", "group"):
-        gw.put_quota(node.endpoint, _quota_spec(quota))
+        spec = _quota_spec(quota)
+        quotas[spec.key] = spec
+    return keys, acls, quotas
+
+
+def _reconcile_security(gw: BrokerGateway, node: BrokerNode, report: ReconcileReport) -> None:
+    """Make the node hold exactly the usable keys, ACLs and quotas of the tenants it serves.
+
+    The broker is listed before the desired state is read: anything on it was committed first, so
+    a key created meanwhile is never taken for an extra.
+    """
+    actual_keys = gw.list_access_keys(node.endpoint)
+    actual_acls = gw.list_acls(node.endpoint)
+    actual_quotas = gw.list_quotas(node.endpoint)
+    keys, acls, quotas = _desired_security(node.group.cluster_id)
+    for ak, kspec in keys.items():
+        if actual_keys.get(ak) != kspec:
+            gw.put_access_key(node.endpoint, kspec)
+            report.repaired.append(f"{node.name}:access_key:{ak}")
+    for ak in actual_keys.keys() - keys.keys():
+        if MANAGED_NAMESPACE.match(actual_keys[ak].namespace):
+            gw.delete_access_key(node.endpoint, actual_keys[ak].namespace, ak)
+            report.removed.append(f"{node.name}:access_key:{ak}")
+    for acl_key, aspec in acls.items():
+        if actual_acls.get(acl_key) != aspec:
+            gw.put_acl(node.endpoint, aspec)
+            report.repaired.append(f"{node.name}:acl:{'/'.join(acl_key)}")
+    for ns, policy_id in actual_acls.keys() - acls.keys():
+        if MANAGED_NAMESPACE.match(ns):
+            gw.delete_acl(node.endpoint, ns, policy_id)
+            report.removed.append(f"{node.name}:acl:{ns}/{policy_id}")
+    for quota_key, qspec in quotas.items():
+        current = actual_quotas.get(quota_key)
+        if current is None or dict(current.limits) != dict(qspec.limits):
+            gw.put_quota(node.endpoint, qspec)
+            report.repaired.append(f"{node.name}:quota:{'/'.join(quota_key)}")
+    for ns, scope, name in actual_quotas.keys() - quotas.keys():
+        if MANAGED_NAMESPACE.match(ns):
+            gw.delete_quota(node.endpoint, ns, scope, name)
+            report.removed.append(f"{node.name}:quota:{ns}/{scope}/{name}")
 
 
 def _expire_access_keys() -> int:
