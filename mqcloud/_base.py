@@ -72,8 +72,12 @@ class BaseClient:
             client_type=self.client_type,  # type: ignore[arg-type]
             access_point=self.config.access_point(),
             request_timeout=duration(self.config.request_timeout),
-            user_agent=pb.UA(language=pb.Language.PYTHON, version=SDK_VERSION,
-                             platform=platform.platform(), hostname=socket.gethostname()),
+            user_agent=pb.UA(
+                language=pb.Language.PYTHON,
+                version=SDK_VERSION,
+                platform=platform.platform(),
+                hostname=socket.gethostname(),
+            ),
         )
 
     @property

@@ -22,8 +22,9 @@ def _filters(subs: Mapping[str, FilterExpression | str]) -> dict[str, FilterExpr
 
 
 class ConsumerBase(BaseClient):
-    def __init__(self, config: ClientConfig, group: str,
-                 subscriptions: Mapping[str, FilterExpression | str]) -> None:
+    def __init__(
+        self, config: ClientConfig, group: str, subscriptions: Mapping[str, FilterExpression | str]
+    ) -> None:
         super().__init__(config)
         if not group:
             raise ValueError("consumer group is required")
@@ -39,8 +40,10 @@ class ConsumerBase(BaseClient):
     def _subscription(self) -> pb.Subscription:
         return pb.Subscription(
             group=self._group(),
-            subscriptions=[pb.SubscriptionEntry(topic=self.resource(t), expression=f.to_pb())
-                           for t, f in self.subscriptions.items()],
+            subscriptions=[
+                pb.SubscriptionEntry(topic=self.resource(t), expression=f.to_pb())
+                for t, f in self.subscriptions.items()
+            ],
         )
 
     async def _receive(
@@ -56,9 +59,13 @@ class ConsumerBase(BaseClient):
     ) -> list[MessageView]:
         endpoint = _ep(queue)
         req = svc.ReceiveMessageRequest(
-            group=self._group(), message_queue=queue, filter_expression=filter_expression.to_pb(),
-            batch_size=batch_size, invisible_duration=duration(invisible_duration),
-            auto_renew=auto_renew, long_polling_timeout=duration(long_polling),
+            group=self._group(),
+            message_queue=queue,
+            filter_expression=filter_expression.to_pb(),
+            batch_size=batch_size,
+            invisible_duration=duration(invisible_duration),
+            auto_renew=auto_renew,
+            long_polling_timeout=duration(long_polling),
         )
         if attempt_id is not None:
             req.attempt_id = attempt_id
@@ -75,9 +82,11 @@ class ConsumerBase(BaseClient):
     async def ack(self, message: MessageView) -> None:
         """Acknowledge: the message is consumed and will not be delivered to this group again."""
         req = svc.AckMessageRequest(
-            group=self._group(), topic=self.resource(message.topic),
-            entries=[svc.AckMessageEntry(message_id=message.message_id,
-                                         receipt_handle=message.receipt_handle)],
+            group=self._group(),
+            topic=self.resource(message.topic),
+            entries=[
+                svc.AckMessageEntry(message_id=message.message_id, receipt_handle=message.receipt_handle)
+            ],
         )
         resp = await self.rpc.unary(message.endpoint, "AckMessage", req)
         check_status(resp.status)
@@ -85,8 +94,10 @@ class ConsumerBase(BaseClient):
     async def change_invisible_duration(self, message: MessageView, seconds: float) -> None:
         """Make the message visible again after ``seconds`` (0 = soon); updates its receipt handle."""
         req = svc.ChangeInvisibleDurationRequest(
-            group=self._group(), topic=self.resource(message.topic),
-            receipt_handle=message.receipt_handle, invisible_duration=duration(seconds),
+            group=self._group(),
+            topic=self.resource(message.topic),
+            receipt_handle=message.receipt_handle,
+            invisible_duration=duration(seconds),
             message_id=message.message_id,
         )
         resp = await self.rpc.unary(message.endpoint, "ChangeInvisibleDuration", req)

@@ -74,11 +74,13 @@ class RpcClient:
         try:
             return await fn(request, metadata=md, timeout=deadline or self.config.request_timeout)
         except grpc.aio.AioRpcError as e:
-            raise TransportError(f"{method} to {endpoint}: {e.details()}", e.code().name,
-                                 dict(md)["x-mq-request-id"]) from e
+            raise TransportError(
+                f"{method} to {endpoint}: {e.details()}", e.code().name, dict(md)["x-mq-request-id"]
+            ) from e
 
-    async def server_stream(self, endpoint: str, method: str, request: Any, deadline: float
-                            ) -> AsyncIterator[Any]:
+    async def server_stream(
+        self, endpoint: str, method: str, request: Any, deadline: float
+    ) -> AsyncIterator[Any]:
         """Iterate a server-streaming RPC; ``deadline`` is seconds for the whole stream."""
         md = self.metadata()
         call = getattr(self.stub(endpoint), method)(request, metadata=md, timeout=deadline)
@@ -86,8 +88,9 @@ class RpcClient:
             async for item in call:
                 yield item
         except grpc.aio.AioRpcError as e:
-            raise TransportError(f"{method} to {endpoint}: {e.details()}", e.code().name,
-                                 dict(md)["x-mq-request-id"]) from e
+            raise TransportError(
+                f"{method} to {endpoint}: {e.details()}", e.code().name, dict(md)["x-mq-request-id"]
+            ) from e
         finally:
             call.cancel()
 

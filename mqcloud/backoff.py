@@ -34,8 +34,10 @@ class RetryBackoff:
         max_attempts = policy.max_attempts or base.max_attempts
         which = policy.WhichOneof("strategy")
         if which == "customized_backoff" and policy.customized_backoff.next:
-            return cls(max_attempts=max_attempts,
-                       customized=tuple(d.ToNanoseconds() / 1e9 for d in policy.customized_backoff.next))
+            return cls(
+                max_attempts=max_attempts,
+                customized=tuple(d.ToNanoseconds() / 1e9 for d in policy.customized_backoff.next),
+            )
         if which == "exponential_backoff":
             e = policy.exponential_backoff
             return cls(

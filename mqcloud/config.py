@@ -46,7 +46,7 @@ def parse_endpoints(text: str) -> list[tuple[str, int]]:
         item = raw.strip()
         for prefix in ("http://", "https://"):
             if item.startswith(prefix):
-                item = item[len(prefix):]
+                item = item[len(prefix) :]
         if not item:
             continue
         if item.startswith("["):  # [v6]:port

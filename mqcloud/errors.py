@@ -165,5 +165,6 @@ def check_status(status: Any, request_id: str = "") -> None:
 
 def is_retriable(exc: BaseException) -> bool:
     """Whether a send may be retried (on another broker group when there is one)."""
-    return isinstance(exc, TransportError | InternalError | ProxyTimeoutError | TooManyRequestsError
-                      | RequestTimeoutError)
+    return isinstance(
+        exc, TransportError | InternalError | ProxyTimeoutError | TooManyRequestsError | RequestTimeoutError
+    )

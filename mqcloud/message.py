@@ -100,8 +100,9 @@ class Message:
             return pb.MessageType.DELAY
         return pb.MessageType.NORMAL
 
-    def to_pb(self, namespace: str, message_id: str, queue_id: int, message_type: int | None = None
-              ) -> pb.Message:
+    def to_pb(
+        self, namespace: str, message_id: str, queue_id: int, message_type: int | None = None
+    ) -> pb.Message:
         born = Timestamp()
         born.GetCurrentTime()
         sp = pb.SystemProperties(
@@ -184,8 +185,9 @@ class MessageView:
             keys=list(sp.keys),
             properties=dict(m.user_properties),
             message_group=sp.message_group if sp.HasField("message_group") else None,
-            delivery_timestamp=(sp.delivery_timestamp.ToMilliseconds() / 1000
-                                if sp.HasField("delivery_timestamp") else None),
+            delivery_timestamp=(
+                sp.delivery_timestamp.ToMilliseconds() / 1000 if sp.HasField("delivery_timestamp") else None
+            ),
             born_host=sp.born_host,
             born_timestamp=sp.born_timestamp.ToMilliseconds() / 1000,
             delivery_attempt=sp.delivery_attempt if sp.HasField("delivery_attempt") else 1,

@@ -71,7 +71,9 @@ class Transaction:
         p = self._producer
         for topic, r in self._sent:
             req = svc.EndTransactionRequest(
-                topic=p.resource(topic), message_id=r.message_id, transaction_id=r.transaction_id,
+                topic=p.resource(topic),
+                message_id=r.message_id,
+                transaction_id=r.transaction_id,
                 resolution=resolution,  # type: ignore[arg-type]
                 source=pb.TransactionSource.SOURCE_CLIENT,
             )
@@ -82,8 +84,8 @@ class Transaction:
 class AsyncProducer(BaseClient):
     """Send messages from asyncio code::
 
-        async with AsyncProducer(ClientConfig("127.0.0.1:8081", namespace="acme"), topics=["orders"]) as p:
-            receipt = await p.send(Message("orders", b"hello", tag="created", keys=["o-1"]))
+    async with AsyncProducer(ClientConfig("127.0.0.1:8081", namespace="acme"), topics=["orders"]) as p:
+        receipt = await p.send(Message("orders", b"hello", tag="created", keys=["o-1"]))
     """
 
     client_type = pb.ClientType.PRODUCER
@@ -110,9 +112,13 @@ class AsyncProducer(BaseClient):
 
     def _settings(self) -> pb.Settings:
         s = self._base_settings()
-        s.publishing.CopyFrom(pb.Publishing(
-            topics=[self.resource(t) for t in self.topics],
-            max_body_size=self.max_body_size, validate_message_type=True))
+        s.publishing.CopyFrom(
+            pb.Publishing(
+                topics=[self.resource(t) for t in self.topics],
+                max_body_size=self.max_body_size,
+                validate_message_type=True,
+            )
+        )
         s.backoff_policy.CopyFrom(pb.RetryPolicy(max_attempts=self.max_attempts))
         return s
 
@@ -161,7 +167,8 @@ class AsyncProducer(BaseClient):
                 raise BadRequestError("message body is empty", 41302)
             if len(m.body) > self.max_body_size:
                 raise PayloadTooLargeError(
-                    f"message body is {len(m.body)} bytes, the maximum is {self.max_body_size}", 41301)
+                    f"message body is {len(m.body)} bytes, the maximum is {self.max_body_size}", 41301
+                )
 
         route = await self._route(topic)
         queues = route.writable()
@@ -169,7 +176,8 @@ class AsyncProducer(BaseClient):
             typed = [q for q in queues if not q.accept_message_types or msg_type in q.accept_message_types]
             if queues and not typed:
                 raise BadRequestError(
-                    f"topic {topic} does not accept {pb.MessageType.Name(msg_type)} messages", 40014)
+                    f"topic {topic} does not accept {pb.MessageType.Name(msg_type)} messages", 40014
+                )
             queues = typed
         if not queues:
             raise ForbiddenError(f"topic {topic} has no writable queue", 40300)
@@ -180,19 +188,22 @@ class AsyncProducer(BaseClient):
             if group is not None:
                 queue = fifo_queue(queues, group)
             else:
-                queue = select_queue(queues, next(self._rr), endpoint_of, lambda q: q.broker.name,
-                                     self.fault, avoid)
+                queue = select_queue(
+                    queues, next(self._rr), endpoint_of, lambda q: q.broker.name, self.fault, avoid
+                )
             ep = endpoint_of(queue)
             req = svc.SendMessageRequest(
-                messages=[m.to_pb(self.config.namespace, i, queue.id, msg_type) for m, i in zip(messages, ids,
-                                                                                          strict=True)])
+                messages=[
+                    m.to_pb(self.config.namespace, i, queue.id, msg_type)
+                    for m, i in zip(messages, ids, strict=True)
+                ]
+            )
             t0 = time.monotonic()
             try:
                 resp = await self.rpc.unary(ep, "SendMessage", req)
                 check_status(resp.status)
                 if len(resp.entries) != len(messages):
-                    raise IllegalStateError(
-                        f"{len(resp.entries)} send results for {len(messages)} messages")
+                    raise IllegalStateError(f"{len(resp.entries)} send results for {len(messages)} messages")
                 for e in resp.entries:
                     check_status(e.status)
             except MQClientError as e:
@@ -205,8 +216,14 @@ class AsyncProducer(BaseClient):
                 continue
             self.fault.update(ep, (time.monotonic() - t0) * 1000)
             return [
-                SendReceipt(message_id=e.message_id or i, offset=e.offset, endpoint=ep, queue_id=queue.id,
-                            transaction_id=e.transaction_id, recall_handle=e.recall_handle)
+                SendReceipt(
+                    message_id=e.message_id or i,
+                    offset=e.offset,
+                    endpoint=ep,
+                    queue_id=queue.id,
+                    transaction_id=e.transaction_id,
+                    recall_handle=e.recall_handle,
+                )
                 for e, i in zip(resp.entries, ids, strict=True)
             ]
         raise IllegalStateError("unreachable")  # pragma: no cover
@@ -218,10 +235,15 @@ class Producer:
     ``send`` blocks, ``send_async`` returns a :class:`concurrent.futures.Future`. Thread-safe.
     """
 
-    def __init__(self, config: ClientConfig, topics: Iterable[str] = (), *, max_attempts: int = 3,
-                 fault_tolerance: LatencyFaultTolerance | None = None) -> None:
-        self._core = AsyncProducer(config, topics, max_attempts=max_attempts,
-                                   fault_tolerance=fault_tolerance)
+    def __init__(
+        self,
+        config: ClientConfig,
+        topics: Iterable[str] = (),
+        *,
+        max_attempts: int = 3,
+        fault_tolerance: LatencyFaultTolerance | None = None,
+    ) -> None:
+        self._core = AsyncProducer(config, topics, max_attempts=max_attempts, fault_tolerance=fault_tolerance)
         self._loop: LoopThread | None = None
 
     @property
@@ -243,8 +265,9 @@ class Producer:
             raise IllegalStateError("producer is not started")
         return self._loop
 
-    def send(self, message: Message, transaction: Transaction | None = None,
-             timeout: float | None = None) -> SendReceipt:
+    def send(
+        self, message: Message, transaction: Transaction | None = None, timeout: float | None = None
+    ) -> SendReceipt:
         return self._lt().run(self._core.send(message, transaction), timeout)
 
     def send_async(self, message: Message) -> concurrent.futures.Future[SendReceipt]:

@@ -122,7 +122,8 @@ class AsyncPushConsumer(ConsumerBase):
         self._space = asyncio.Condition()
         if not inspect.iscoroutinefunction(self.listener):
             self._executor = concurrent.futures.ThreadPoolExecutor(
-                self.consumption_threads, thread_name_prefix="mqcloud-consume")
+                self.consumption_threads, thread_name_prefix="mqcloud-consume"
+            )
         await super().start()
         await self._refresh_assignments()
         self._spawn(self._assignment_loop())
@@ -154,12 +155,16 @@ class AsyncPushConsumer(ConsumerBase):
         endpoints = sorted(route.endpoints())
         if not endpoints:
             raise ForbiddenError(f"topic {topic} has no broker", 40300)
-        req = svc.QueryAssignmentRequest(topic=self.resource(topic), group=self._group(),
-                                         endpoints=self.config.access_point())
+        req = svc.QueryAssignmentRequest(
+            topic=self.resource(topic), group=self._group(), endpoints=self.config.access_point()
+        )
         resp = await self.rpc.unary(endpoints[0], "QueryAssignment", req)
         check_status(resp.status)
-        return [a.message_queue for a in resp.assignments
-                if a.message_queue.permission in (pb.Permission.READ, pb.Permission.READ_WRITE)]
+        return [
+            a.message_queue
+            for a in resp.assignments
+            if a.message_queue.permission in (pb.Permission.READ, pb.Permission.READ_WRITE)
+        ]
 
     # --- receive / flow control -------------------------------------------------------------
     def _room(self) -> int:
@@ -182,8 +187,14 @@ class AsyncPushConsumer(ConsumerBase):
                 return
             try:
                 messages = await self._receive(
-                    queue, flt, batch, self.invisible_duration, self.long_polling_timeout,
-                    auto_renew=True, attempt_id=str(uuid.uuid4()))
+                    queue,
+                    flt,
+                    batch,
+                    self.invisible_duration,
+                    self.long_polling_timeout,
+                    auto_renew=True,
+                    attempt_id=str(uuid.uuid4()),
+                )
             except MQClientError as e:
                 if not (isinstance(e, TransportError) and e.grpc_code == "DEADLINE_EXCEEDED"):
                     log.warning("receive from %s failed: %s", topic, e)
@@ -249,7 +260,7 @@ class AsyncPushConsumer(ConsumerBase):
         try:
             attempt = m.delivery_attempt
             while True:
-                result = (ConsumeResult.FAILURE if m.corrupted else await self._call_listener(m))
+                result = ConsumeResult.FAILURE if m.corrupted else await self._call_listener(m)
                 if result is ConsumeResult.SUCCESS:
                     await self._ack_with_retry(m)
                     return
@@ -279,8 +290,11 @@ class AsyncPushConsumer(ConsumerBase):
 
     async def _forward_to_dlq(self, m: MessageView) -> None:
         req = svc.ForwardMessageToDeadLetterQueueRequest(
-            group=self._group(), topic=self.resource(m.topic), receipt_handle=m.receipt_handle,
-            message_id=m.message_id, delivery_attempt=m.delivery_attempt,
+            group=self._group(),
+            topic=self.resource(m.topic),
+            receipt_handle=m.receipt_handle,
+            message_id=m.message_id,
+            delivery_attempt=m.delivery_attempt,
             max_delivery_attempts=self.backoff.max_attempts,
         )
         resp = await self.rpc.unary(m.endpoint, "ForwardMessageToDeadLetterQueue", req)
@@ -293,8 +307,7 @@ class AsyncPushConsumer(ConsumerBase):
         self._loops.clear()
         if self._inflight:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*self._inflight, return_exceptions=True),
-                                       drain_timeout)
+                await asyncio.wait_for(asyncio.gather(*self._inflight, return_exceptions=True), drain_timeout)
         await super().shutdown()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)

@@ -52,11 +52,13 @@ def build_metadata(
     ]
     creds = config.credentials
     if creds is not None and creds.access_key and creds.access_secret:
-        md.append((
-            "authorization",
-            f"{ALGORITHM} Credential={creds.access_key}, SignedHeaders=x-mq-date-time, "
-            f"Signature={sign(creds.access_secret, date_time)}",
-        ))
+        md.append(
+            (
+                "authorization",
+                f"{ALGORITHM} Credential={creds.access_key}, SignedHeaders=x-mq-date-time, "
+                f"Signature={sign(creds.access_secret, date_time)}",
+            )
+        )
         if creds.security_token:
             md.append(("x-mq-session-token", creds.security_token))
     return md

@@ -22,9 +22,14 @@ class AsyncSimpleConsumer(ConsumerBase):
 
     client_type = pb.ClientType.SIMPLE_CONSUMER
 
-    def __init__(self, config: ClientConfig, group: str,
-                 subscriptions: Mapping[str, FilterExpression | str], *,
-                 await_duration: float = 20.0) -> None:
+    def __init__(
+        self,
+        config: ClientConfig,
+        group: str,
+        subscriptions: Mapping[str, FilterExpression | str],
+        *,
+        await_duration: float = 20.0,
+    ) -> None:
         super().__init__(config, group, subscriptions)
         self.await_duration = await_duration
         self._topic_rr = itertools.count()
@@ -38,8 +43,11 @@ class AsyncSimpleConsumer(ConsumerBase):
         return s
 
     def subscribe(self, topic: str, filter_expression: FilterExpression | str = "*") -> None:
-        self.subscriptions[topic] = (filter_expression if isinstance(filter_expression, FilterExpression)
-                                     else FilterExpression(filter_expression))
+        self.subscriptions[topic] = (
+            filter_expression
+            if isinstance(filter_expression, FilterExpression)
+            else FilterExpression(filter_expression)
+        )
 
     def unsubscribe(self, topic: str) -> None:
         self.subscriptions.pop(topic, None)
@@ -56,16 +64,22 @@ class AsyncSimpleConsumer(ConsumerBase):
         if not queues:
             raise ForbiddenError(f"topic {topic} has no readable queue", 40300)
         queue = queues[next(self._queue_rr) % len(queues)]
-        return await self._receive(queue, self.subscriptions[topic], max_messages, invisible_duration,
-                                   self.await_duration)
+        return await self._receive(
+            queue, self.subscriptions[topic], max_messages, invisible_duration, self.await_duration
+        )
 
 
 class SimpleConsumer:
     """Blocking flavour of :class:`AsyncSimpleConsumer` (runs it on a private event-loop thread)."""
 
-    def __init__(self, config: ClientConfig, group: str,
-                 subscriptions: Mapping[str, FilterExpression | str], *,
-                 await_duration: float = 20.0) -> None:
+    def __init__(
+        self,
+        config: ClientConfig,
+        group: str,
+        subscriptions: Mapping[str, FilterExpression | str],
+        *,
+        await_duration: float = 20.0,
+    ) -> None:
         self._core = AsyncSimpleConsumer(config, group, subscriptions, await_duration=await_duration)
         self._loop: LoopThread | None = None
 

@@ -90,19 +90,26 @@ class TelemetrySession:
             dump = "\n".join(
                 "".join(traceback.format_stack(frame)) for frame in sys._current_frames().values()
             )
-            await call.write(svc.TelemetryCommand(
-                status=pb.Status(code=OK),
-                thread_stack_trace=svc.ThreadStackTrace(
-                    nonce=cmd.print_thread_stack_trace_command.nonce, thread_stack_trace=dump),
-            ))
+            await call.write(
+                svc.TelemetryCommand(
+                    status=pb.Status(code=OK),
+                    thread_stack_trace=svc.ThreadStackTrace(
+                        nonce=cmd.print_thread_stack_trace_command.nonce, thread_stack_trace=dump
+                    ),
+                )
+            )
         elif which == "verify_message_command":
-            await call.write(svc.TelemetryCommand(
-                status=pb.Status(code=NOT_IMPLEMENTED, message="message verification is not supported"),
-                verify_message_result=svc.VerifyMessageResult(nonce=cmd.verify_message_command.nonce),
-            ))
+            await call.write(
+                svc.TelemetryCommand(
+                    status=pb.Status(code=NOT_IMPLEMENTED, message="message verification is not supported"),
+                    verify_message_result=svc.VerifyMessageResult(nonce=cmd.verify_message_command.nonce),
+                )
+            )
         elif which == "recover_orphaned_transaction_command":
-            log.warning("orphaned transaction check from %s ignored: transaction checkers are not "
-                        "supported yet", self.endpoint)
+            log.warning(
+                "orphaned transaction check from %s ignored: transaction checkers are not supported yet",
+                self.endpoint,
+            )
         elif which == "reconnect_endpoints_command":
             call.cancel()
 

@@ -87,11 +87,37 @@ class Interop:
         self.admin.create_group(f"{NAMESPACE}%{name}", namespace=NAMESPACE, **kwargs)  # type: ignore[arg-type]
         return name
 
-    def run(self, lang: str, mode: str, topic: str, group: str = "", *, count: int = 10,
-            prefix: str = "", invisible: int = 3, timeout: float = 40) -> dict[str, list[dict[str, object]]]:
-        args = [mode, "--endpoint", self.broker.target, "--namespace", NAMESPACE, "--topic", topic,
-                "--group", group, "--count", str(count), "--prefix", prefix or lang,
-                "--invisible", str(invisible), "--timeout", str(timeout)]
+    def run(
+        self,
+        lang: str,
+        mode: str,
+        topic: str,
+        group: str = "",
+        *,
+        count: int = 10,
+        prefix: str = "",
+        invisible: int = 3,
+        timeout: float = 40,
+    ) -> dict[str, list[dict[str, object]]]:
+        args = [
+            mode,
+            "--endpoint",
+            self.broker.target,
+            "--namespace",
+            NAMESPACE,
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--count",
+            str(count),
+            "--prefix",
+            prefix or lang,
+            "--invisible",
+            str(invisible),
+            "--timeout",
+            str(timeout),
+        ]
         env = {**os.environ, "HOME": str(self.home)}  # the clients log under ~/logs
         if lang == "py":
             cmd = [str(self.py), str(DRIVERS / "py_driver.py"), *args]
@@ -102,13 +128,15 @@ class Interop:
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 60, env=env)
         except subprocess.TimeoutExpired as e:
-            raise AssertionError(f"{lang} {mode} timed out\n{e.stdout!r}\n{e.stderr!r}\n"
-                                 + "".join(self.broker.output[-30:])) from e
+            raise AssertionError(
+                f"{lang} {mode} timed out\n{e.stdout!r}\n{e.stderr!r}\n" + "".join(self.broker.output[-30:])
+            ) from e
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
         if proc.returncode != 0 or not lines:
             raise AssertionError(
                 f"{lang} {mode} exited {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\n"
-                f"stderr:\n{proc.stderr[-3000:]}\nbroker:\n" + "".join(self.broker.output[-30:]))
+                f"stderr:\n{proc.stderr[-3000:]}\nbroker:\n" + "".join(self.broker.output[-30:])
+            )
         result: dict[str, list[dict[str, object]]] = json.loads(lines[-1])
         return result
 

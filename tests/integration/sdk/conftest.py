@@ -35,8 +35,9 @@ class Env:
 
     def new_topic(self, message_type: str = "NORMAL", queue_count: int = 4) -> str:
         name = f"t-{uuid.uuid4().hex[:8]}"
-        self.admin.create_topic(f"{NAMESPACE}%{name}", queue_count=queue_count, message_type=message_type,
-                                namespace=NAMESPACE)
+        self.admin.create_topic(
+            f"{NAMESPACE}%{name}", queue_count=queue_count, message_type=message_type, namespace=NAMESPACE
+        )
         return name
 
     def new_group(self, **kwargs: object) -> str:

@@ -25,8 +25,9 @@ from tests.integration.sdk.conftest import Env
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
-def _drain(c: SimpleConsumer, want: int, deadline_s: float = 20, invisible: float = 15,
-           ack: bool = True) -> list[MessageView]:
+def _drain(
+    c: SimpleConsumer, want: int, deadline_s: float = 20, invisible: float = 15, ack: bool = True
+) -> list[MessageView]:
     got: list[MessageView] = []
     deadline = time.monotonic() + deadline_s
     while len(got) < want and time.monotonic() < deadline:
@@ -38,27 +39,43 @@ def _drain(c: SimpleConsumer, want: int, deadline_s: float = 20, invisible: floa
 
 
 def test_round_trip_keeps_tag_keys_properties(env: Env) -> None:
-    with Producer(env.config, [env.topic]) as p, \
-            SimpleConsumer(env.config, env.group, {env.topic: "*"}, await_duration=2) as c:
+    with (
+        Producer(env.config, [env.topic]) as p,
+        SimpleConsumer(env.config, env.group, {env.topic: "*"}, await_duration=2) as c,
+    ):
         sent = {}
         for i in range(10):
-            r = p.send(Message(env.topic, f"m{i}".encode(), tag=f"t{i % 2}", keys=[f"k{i}", "common"],
-                               properties={"i": str(i), "unicode": "ü"}))
+            r = p.send(
+                Message(
+                    env.topic,
+                    f"m{i}".encode(),
+                    tag=f"t{i % 2}",
+                    keys=[f"k{i}", "common"],
+                    properties={"i": str(i), "unicode": "ü"},
+                )
+            )
             sent[r.message_id] = i
         got = _drain(c, 10)
         assert sorted(m.message_id for m in got) == sorted(sent)
         for m in got:
             i = sent[m.message_id]
             assert (m.body, m.tag, m.keys, m.properties, m.delivery_attempt, m.topic) == (
-                f"m{i}".encode(), f"t{i % 2}", [f"k{i}", "common"], {"i": str(i), "unicode": "ü"}, 1,
-                env.topic)
+                f"m{i}".encode(),
+                f"t{i % 2}",
+                [f"k{i}", "common"],
+                {"i": str(i), "unicode": "ü"},
+                1,
+                env.topic,
+            )
             assert not m.corrupted
         assert c.receive(16, 5) == []
 
 
 def test_tag_filter(env: Env) -> None:
-    with Producer(env.config, [env.topic]) as p, \
-            SimpleConsumer(env.config, env.group, {env.topic: "a||b"}, await_duration=2) as c:
+    with (
+        Producer(env.config, [env.topic]) as p,
+        SimpleConsumer(env.config, env.group, {env.topic: "a||b"}, await_duration=2) as c,
+    ):
         for tag in ("a", "b", "c", "a"):
             p.send(Message(env.topic, tag.encode(), tag=tag))
         got = _drain(c, 3)
@@ -66,8 +83,10 @@ def test_tag_filter(env: Env) -> None:
 
 
 def test_batch_send_and_send_async(env: Env) -> None:
-    with Producer(env.config, [env.topic]) as p, \
-            SimpleConsumer(env.config, env.group, {env.topic: "*"}, await_duration=2) as c:
+    with (
+        Producer(env.config, [env.topic]) as p,
+        SimpleConsumer(env.config, env.group, {env.topic: "*"}, await_duration=2) as c,
+    ):
         receipts = p.send_batch([Message(env.topic, f"b{i}".encode(), keys=[f"b{i}"]) for i in range(5)])
         assert len(receipts) == 5 and len({r.message_id for r in receipts}) == 5
         assert len({r.queue_id for r in receipts}) == 1
@@ -83,8 +102,10 @@ def test_unknown_topic_raises_not_found(env: Env) -> None:
 
 
 def test_change_invisible_duration_and_redelivery(env: Env) -> None:
-    with Producer(env.config, [env.topic]) as p, \
-            SimpleConsumer(env.config, env.group, {env.topic: "*"}, await_duration=2) as c:
+    with (
+        Producer(env.config, [env.topic]) as p,
+        SimpleConsumer(env.config, env.group, {env.topic: "*"}, await_duration=2) as c,
+    ):
         mid = p.send(Message(env.topic, b"x")).message_id
         (m,) = _drain(c, 1, invisible=30, ack=False)
         old = m.receipt_handle
@@ -99,8 +120,10 @@ def test_change_invisible_duration_and_redelivery(env: Env) -> None:
 
 
 def test_unacked_comes_back_after_invisible_time(env: Env) -> None:
-    with Producer(env.config, [env.topic]) as p, \
-            SimpleConsumer(env.config, env.group, {env.topic: "*"}, await_duration=2) as c:
+    with (
+        Producer(env.config, [env.topic]) as p,
+        SimpleConsumer(env.config, env.group, {env.topic: "*"}, await_duration=2) as c,
+    ):
         mid = p.send(Message(env.topic, b"x")).message_id
         (m,) = _drain(c, 1, invisible=2, ack=False)
         assert m.delivery_attempt == 1
@@ -109,8 +132,10 @@ def test_unacked_comes_back_after_invisible_time(env: Env) -> None:
 
 
 async def test_async_flavour(env: Env) -> None:
-    async with AsyncProducer(env.config, [env.topic]) as p, \
-            AsyncSimpleConsumer(env.config, env.group, {env.topic: "*"}, await_duration=2) as c:
+    async with (
+        AsyncProducer(env.config, [env.topic]) as p,
+        AsyncSimpleConsumer(env.config, env.group, {env.topic: "*"}, await_duration=2) as c,
+    ):
         receipts = await asyncio.gather(*(p.send(Message(env.topic, f"x{i}".encode())) for i in range(5)))
         receipts.append(await p.send_async(Message(env.topic, b"task")))
         receipts += await p.send_batch([Message(env.topic, b"b1"), Message(env.topic, b"b2")])
@@ -168,8 +193,9 @@ async def test_async_push_consumer_flow_control(env: Env) -> None:
             all_seen.set()
         return ConsumeResult.SUCCESS
 
-    consumer = AsyncPushConsumer(env.config, env.group, {env.topic: "*"}, listener,
-                                 consumption_threads=2, max_cache_message_count=4)
+    consumer = AsyncPushConsumer(
+        env.config, env.group, {env.topic: "*"}, listener, consumption_threads=2, max_cache_message_count=4
+    )
     async with consumer:
         await asyncio.wait_for(all_seen.wait(), 40)
     assert len(seen) == total
@@ -196,8 +222,14 @@ def test_push_consumer_byte_bound(env: Env) -> None:
                 done.set()
         return ConsumeResult.SUCCESS
 
-    pc = PushConsumer(env.config, env.group, {env.topic: "*"}, listener, consumption_threads=2,
-                      max_cache_message_size_bytes=3000)
+    pc = PushConsumer(
+        env.config,
+        env.group,
+        {env.topic: "*"},
+        listener,
+        consumption_threads=2,
+        max_cache_message_size_bytes=3000,
+    )
     holder.append(pc)
     with pc:
         assert done.wait(40)

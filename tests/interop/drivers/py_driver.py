@@ -58,9 +58,15 @@ def produce(a) -> dict:
             m.add_property("idx", str(i))
             m.add_property("origin", "python")
             r = p.send(m)
-            sent.append({"message_id": r.message_id, "body": f"{a.prefix}-{i}", "tag": f"tag{i % 3}",
-                         "keys": sorted([f"{a.prefix}-k{i}", f"{a.prefix}-kk{i}"]),
-                         "properties": {"idx": str(i), "origin": "python"}})
+            sent.append(
+                {
+                    "message_id": r.message_id,
+                    "body": f"{a.prefix}-{i}",
+                    "tag": f"tag{i % 3}",
+                    "keys": sorted([f"{a.prefix}-k{i}", f"{a.prefix}-kk{i}"]),
+                    "properties": {"idx": str(i), "origin": "python"},
+                }
+            )
     finally:
         p.shutdown()
     return {"sent": sent}

@@ -14,10 +14,16 @@ from mqcloud.route import TopicRoute
 
 def _queue(broker: str, host: str, qid: int) -> pb.MessageQueue:
     return pb.MessageQueue(
-        topic=pb.Resource(name="t"), id=qid, permission=pb.Permission.READ_WRITE,
+        topic=pb.Resource(name="t"),
+        id=qid,
+        permission=pb.Permission.READ_WRITE,
         accept_message_types=[pb.MessageType.NORMAL, pb.MessageType.FIFO],
-        broker=pb.Broker(name=broker, id=0, endpoints=pb.Endpoints(
-            scheme=pb.AddressScheme.IPv4, addresses=[pb.Address(host=host, port=1)])))
+        broker=pb.Broker(
+            name=broker,
+            id=0,
+            endpoints=pb.Endpoints(scheme=pb.AddressScheme.IPv4, addresses=[pb.Address(host=host, port=1)]),
+        ),
+    )
 
 
 class FakeRpc:
@@ -32,9 +38,13 @@ class FakeRpc:
             raise self.error or TransportError("down", "UNAVAILABLE")
         return svc.SendMessageResponse(
             status=pb.Status(code=pb.Code.OK),
-            entries=[svc.SendResultEntry(status=pb.Status(code=pb.Code.OK),
-                                         message_id=m.system_properties.message_id, offset=7)
-                     for m in request.messages])
+            entries=[
+                svc.SendResultEntry(
+                    status=pb.Status(code=pb.Code.OK), message_id=m.system_properties.message_id, offset=7
+                )
+                for m in request.messages
+            ],
+        )
 
 
 class FakeRoutes:

@@ -59,12 +59,23 @@ def test_no_authorization_without_credentials() -> None:
 @pytest.mark.parametrize(
     ("code", "cls"),
     [
-        (40000, e.BadRequestError), (40013, e.BadRequestError), (40100, e.UnauthorizedError),
-        (40200, e.PaymentRequiredError), (40300, e.ForbiddenError), (40402, e.NotFoundError),
-        (40403, e.NotFoundError), (40800, e.RequestTimeoutError), (41301, e.PayloadTooLargeError),
-        (41302, e.PayloadEmptyError), (42900, e.TooManyRequestsError), (43101, e.HeaderTooLargeError),
-        (50001, e.InternalError), (50401, e.ProxyTimeoutError), (50100, e.UnsupportedError),
-        (50500, e.UnsupportedError), (60000, e.UnsupportedError),
+        (40000, e.BadRequestError),
+        (40013, e.BadRequestError),
+        (40100, e.UnauthorizedError),
+        (40200, e.PaymentRequiredError),
+        (40300, e.ForbiddenError),
+        (40402, e.NotFoundError),
+        (40403, e.NotFoundError),
+        (40800, e.RequestTimeoutError),
+        (41301, e.PayloadTooLargeError),
+        (41302, e.PayloadEmptyError),
+        (42900, e.TooManyRequestsError),
+        (43101, e.HeaderTooLargeError),
+        (50001, e.InternalError),
+        (50401, e.ProxyTimeoutError),
+        (50100, e.UnsupportedError),
+        (50500, e.UnsupportedError),
+        (60000, e.UnsupportedError),
     ],
 )
 def test_error_mapping(code: int, cls: type[e.MQClientError]) -> None:
@@ -112,12 +123,18 @@ def test_backoff_exponential_and_customized() -> None:
 
 
 def test_backoff_from_settings() -> None:
-    policy = pb.RetryPolicy(max_attempts=17, customized_backoff=pb.CustomizedBackoff(
-        next=[Duration(seconds=1), Duration(seconds=5)]))
+    policy = pb.RetryPolicy(
+        max_attempts=17,
+        customized_backoff=pb.CustomizedBackoff(next=[Duration(seconds=1), Duration(seconds=5)]),
+    )
     b = RetryBackoff.from_pb(policy)
     assert b.max_attempts == 17 and b.delay(1) == 1 and b.delay(2) == 5
-    policy = pb.RetryPolicy(max_attempts=3, exponential_backoff=pb.ExponentialBackoff(
-        initial=Duration(nanos=10_000_000), max=Duration(seconds=1), multiplier=2))
+    policy = pb.RetryPolicy(
+        max_attempts=3,
+        exponential_backoff=pb.ExponentialBackoff(
+            initial=Duration(nanos=10_000_000), max=Duration(seconds=1), multiplier=2
+        ),
+    )
     b = RetryBackoff.from_pb(policy)
     assert b.max_attempts == 3 and b.delay(1) == pytest.approx(0.01) and b.delay(30) == 1.0
 
@@ -188,7 +205,13 @@ def test_message_to_and_from_pb_roundtrip() -> None:
     p.system_properties.delivery_attempt = 2
     v = MessageView.from_pb(p, "h:1")
     assert (v.body, v.tag, v.keys, v.properties, v.delivery_attempt, v.corrupted) == (
-        b"body", "a", ["k1", "k2"], {"p": "v"}, 2, False)
+        b"body",
+        "a",
+        ["k1", "k2"],
+        {"p": "v"},
+        2,
+        False,
+    )
     p.system_properties.body_digest.checksum = "00"
     assert MessageView.from_pb(p, "h:1").corrupted
     assert Message("t", b"x", message_group="g").message_type == pb.MessageType.FIFO
