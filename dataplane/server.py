@@ -32,6 +32,11 @@ class BrokerServer:
                 ("grpc.max_send_message_length", limit),
                 ("grpc.max_metadata_size", 16 << 10),
                 ("grpc.so_reuseport", 0),
+                # C-core cancels calls that wait for the application beyond these counts (defaults
+                # 1000/3000): a burst of single-message sends from many producers came back
+                # CANCELLED, which the SDKs do not retry. Queue them instead.
+                ("grpc.server.max_pending_requests", 10_000),
+                ("grpc.server.max_pending_requests_hard_limit", 20_000),
             ]
         )
         service_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(self.broker), self.server)

@@ -9,6 +9,7 @@ import pytest
 
 from mqcloud.admin_client import BrokerAdminClient
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
+from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from tests.integration.broker.conftest import V2, messages, status_code
 
 pytestmark = pytest.mark.integration
@@ -47,3 +48,17 @@ def test_send_wakes_short_long_poll_promptly(admin: BrokerAdminClient, v2: V2) -
     assert [m.body for m in messages(result["responses"])] == [b"wake"]  # type: ignore[arg-type]
     # answered when the message arrived, not when the 1 s poll ran out
     assert result["done"] - sent < 0.5  # type: ignore[operator]
+
+
+def test_burst_of_concurrent_sends_is_queued_not_cancelled(admin: BrokerAdminClient, v2: V2) -> None:
+    # gRPC C-core cancels calls pending beyond grpc.server.max_pending_requests (default 1000); a
+    # burst of single-message sends (e.g. a paced producer behind the broker) came back CANCELLED.
+    _setup(admin)
+    futures = []
+    for i in range(2500):
+        sp = pb.SystemProperties(message_id=f"BURST{i:027d}", message_type=pb.MessageType.NORMAL)
+        msg = pb.Message(topic=v2.res("lat"), body=b"x", system_properties=sp)
+        request = svc.SendMessageRequest(messages=[msg])
+        futures.append(v2.stub.SendMessage.future(request, metadata=v2.md, timeout=60))
+    codes = [f.result().status.code for f in futures]
+    assert codes == [pb.Code.OK] * len(futures)
