@@ -261,7 +261,12 @@ async def e2e_latency(target: str, rate: int, seconds: float) -> float:
                 await asyncio.sleep(delay)
             req = svc.SendMessageRequest(messages=[message(i, time.monotonic_ns())])
             sends.append(asyncio.ensure_future(s.SendMessage(req, timeout=10)))
-        await asyncio.gather(*sends)
+        # A failed send must not abort the whole run (and lose every other figure): count it.
+        outcomes = await asyncio.gather(*sends, return_exceptions=True)
+        failed = sum(1 for o in outcomes if isinstance(o, BaseException) or o.status.code != pb.Code.OK)
+        if failed:
+            sys.stderr.write(f"e2e: {failed} of {total} sends failed\n")
+            total -= failed
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), timeout=10)
         done.set()
