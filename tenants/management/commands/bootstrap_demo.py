@@ -54,11 +54,13 @@ def register_local_broker(actor: Actor, endpoint: str) -> BrokerNode:
         actor, BrokerGroup(cluster=cluster, name=LOCAL_GROUP)
     )
     assert isinstance(group, BrokerGroup)
-    node = BrokerNode.objects.filter(name=LOCAL_NODE).first()
-    if node is None:
+    found = BrokerNode.objects.filter(name=LOCAL_NODE).first()
+    if found is None:
         node = create_registry_object(actor, BrokerNode(group=group, name=LOCAL_NODE, endpoint=endpoint))
-    elif node.endpoint != endpoint:
-        node = update_registry_object(actor, node, {"endpoint": endpoint})
+    elif found.endpoint != endpoint:
+        node = update_registry_object(actor, found, {"endpoint": endpoint})
+    else:
+        node = found
     assert isinstance(node, BrokerNode)
     return node
 
