@@ -24,7 +24,7 @@ from dataplane.errors import (
 )
 from dataplane.filters import matches, parse_filter
 from dataplane.metadata import GroupConfig
-from dataplane.metrics import BYTES_OUT, MESSAGES_OUT
+from dataplane.metrics import TRAFFIC_OUT
 from dataplane.names import dlq_topic, resolve
 from dataplane.pop import InFlight
 from dataplane.receipt import ReceiptHandle
@@ -302,8 +302,7 @@ async def receive_message(
     store_host = broker.settings.advertise or broker.settings.listen
     encode = broker.receipts.encode
     group_name = group.name
-    MESSAGES_OUT.labels(topic_name).inc(len(popped))
-    BYTES_OUT.labels(topic_name).inc(sum(len(item.stored.body) for item in popped))
+    TRAFFIC_OUT.add(topic_name, len(popped), sum(len(item.stored.body) for item in popped))
     response_cls = svc.ReceiveMessageResponse
     for item in popped:
         stored = item.stored

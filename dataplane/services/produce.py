@@ -21,7 +21,7 @@ from dataplane.errors import (
     status_of,
 )
 from dataplane.metadata import TopicType
-from dataplane.metrics import BYTES_IN, MESSAGES_IN
+from dataplane.metrics import TRAFFIC_IN
 from dataplane.names import resolve
 from dataplane.services.route import ACCEPT as _ACCEPT
 from dataplane.store.message import MessageToStore
@@ -321,8 +321,7 @@ def _count_in(stored: list[MessageToStore]) -> None:
     """Messages/bytes in per topic: one ``labels()`` lookup per topic, not per message."""
     topic = stored[0].topic
     if all(m.topic == topic for m in stored):
-        MESSAGES_IN.labels(topic).inc(len(stored))
-        BYTES_IN.labels(topic).inc(sum(len(m.body) for m in stored))
+        TRAFFIC_IN.add(topic, len(stored), sum(len(m.body) for m in stored))
         return
     per_topic: dict[str, list[int]] = {}
     for m in stored:
@@ -332,5 +331,4 @@ def _count_in(stored: list[MessageToStore]) -> None:
         acc[0] += 1
         acc[1] += len(m.body)
     for name, (count, size) in per_topic.items():
-        MESSAGES_IN.labels(name).inc(count)
-        BYTES_IN.labels(name).inc(size)
+        TRAFFIC_IN.add(name, count, size)
