@@ -1,0 +1,422 @@
+"""TimerMessageStore: delay messages through the CommitLog, a timer log and a timer wheel.
+
+Flow (RocketMQ's TimerMessageStore):
+
+1. SendMessage stores a delay message under :data:`TIMER_TOPIC` queue 0 with its real topic and
+   queue in ``REAL_TOPIC``/``REAL_QID`` and its delivery time in ``TIMER_OUT_MS``
+   (:func:`to_timer_message`).
+2. The dispatcher thread reads that ConsumeQueue, appends one record per message to the timer log
+   and links it into the wheel slot of its delivery second.
+3. The scanner thread walks the wheel second by second; when a second starts it follows the slot's
+   list and re-puts each entry, no earlier than its ``TIMER_OUT_MS``, to the real topic and queue
+   (same ``UNIQ_KEY``; the delivery time kept in ``__STARTDELIVERTIME``).
+4. A recall stores a delete message (``TIMER_DEL_OFFSET``) in the same topic; the dispatcher turns
+   it into a delete marker in the same slot, and the scanner skips the entry it names.
+
+The checkpoint (every ``checkpoint_interval_ms``) records the delivered second, the timer log end
+and the next ConsumeQueue offset, after fsyncing the timer log, the wheel and the CommitLog. After a
+crash the timer log is replayed from the checkpointed end (records carry their queue offset), so
+nothing is lost and nothing is delivered early; a second that was being delivered is delivered
+again (at least once).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from dataplane.store.message import PROPERTY_UNIQ_KEY, MessageToStore
+from dataplane.store.status import GetMessageStatus, PutMessageStatus
+from dataplane.timer.checkpoint import TimerCheckpoint
+from dataplane.timer.recall import RecallHandle
+from dataplane.timer.scanner import read_slot
+from dataplane.timer.timer_log import MAGIC_DELETE, MAGIC_ENTRY, RECORD_SIZE, TimerLog, TimerRecord
+from dataplane.timer.wheel import Slot, TimerWheel
+
+__all__ = (
+    "P_DELIVER_MS",
+    "P_REAL_QID",
+    "P_REAL_TOPIC",
+    "P_TIMER_DEL_OFFSET",
+    "P_TIMER_OUT_MS",
+    "TIMER_TOPIC",
+    "RecallTooLate",
+    "TimerMessageStore",
+    "to_timer_message",
+)
+
+logger = logging.getLogger(__name__)
+
+TIMER_TOPIC = "rmq_sys_wheel_timer"
+P_REAL_TOPIC = "REAL_TOPIC"
+P_REAL_QID = "REAL_QID"
+P_TIMER_OUT_MS = "TIMER_OUT_MS"
+P_TIMER_DEL_OFFSET = "TIMER_DEL_OFFSET"
+P_DELIVER_MS = "__STARTDELIVERTIME"
+_DISPATCH_BATCH = 1024
+_PUT_BATCH = 256
+
+
+class RecallTooLate(Exception):
+    """The message was delivered already (or is being delivered this second), or never existed."""
+
+
+def to_timer_message(msg: MessageToStore, deliver_ms: int) -> MessageToStore:
+    """``msg`` re-addressed to the timer topic, its real topic/queue and time in properties."""
+    props = dict(msg.properties)
+    props[P_REAL_TOPIC] = msg.topic
+    props[P_REAL_QID] = str(msg.queue_id)
+    props[P_TIMER_OUT_MS] = str(deliver_ms)
+    return MessageToStore(
+        TIMER_TOPIC,
+        0,
+        msg.body,
+        props,
+        msg.flag,
+        msg.sys_flag,
+        msg.born_timestamp,
+        msg.born_host,
+        msg.reconsume_times,
+        msg.prepared_transaction_offset,
+    )
+
+
+def _real_message(stored: Any) -> MessageToStore:
+    props = dict(stored.properties)
+    topic = props.pop(P_REAL_TOPIC)
+    queue_id = int(props.pop(P_REAL_QID, "0"))
+    props[P_DELIVER_MS] = props.pop(P_TIMER_OUT_MS, "0")
+    return MessageToStore(
+        topic,
+        queue_id,
+        stored.body,
+        props,
+        stored.flag,
+        stored.sys_flag,
+        stored.born_timestamp,
+        stored.born_host,
+        stored.reconsume_times,
+    )
+
+
+class TimerMessageStore:
+    """Timers over one :class:`~dataplane.store.MessageStore` (started before, shut down after).
+
+    ``store`` needs ``put_messages``, ``put_messages_async``, ``get_messages``,
+    ``look_message_by_offset``, ``get_min_offset_in_queue`` and ``add_dispatch_listener``.
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        timer_dir: Path,
+        max_delay_ms: int = 3 * 86_400_000,
+        slot_count: int | None = None,
+        checkpoint_interval_ms: int = 1000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.dir = timer_dir
+        self.max_delay_ms = max_delay_ms
+        self.slot_count = slot_count or 2 * (max_delay_ms // 1000 + 1) + 60
+        self.checkpoint_interval_ms = checkpoint_interval_ms
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._dispatch_wake = threading.Event()
+        self._scan_wake = threading.Event()
+        self._running = False
+        self._threads: list[threading.Thread] = []
+        self.log: TimerLog | None = None
+        self.wheel: TimerWheel | None = None
+        self._queue_offset = 0
+        self._next_second = 0  # the scanner reads this second next
+        self._delivered_second = 0  # every second below it is re-put
+        self._last_checkpoint = 0.0
+        self.delivered = 0  # counters (tests, metrics)
+        self.recalled = 0
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    #
+    # Lifecycle and recovery
+    #
+
+    def start(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.log = TimerLog(self.dir / "timerlog")
+        self.wheel = TimerWheel(self.dir / "timerwheel", self.slot_count)
+        self._recover()
+        self._running = True
+        self.store.add_dispatch_listener(self._on_dispatch)
+        for name, target in (("TimerDispatcher", self._dispatch_loop), ("TimerScanner", self._scan_loop)):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _recover(self) -> None:
+        log, wheel = self.log, self.wheel
+        assert log is not None and wheel is not None
+        cp = TimerCheckpoint.load(self.dir / "checkpoint")
+        now_s = self._now_ms() // 1000
+        if cp is None:
+            delivered, start = now_s, 0
+            queue_offset = int(self.store.get_min_offset_in_queue(TIMER_TOPIC, 0))
+        else:
+            delivered, start, queue_offset = cp.delivered_second, cp.timer_log_end, cp.queue_offset
+        if cp is None or not wheel.loaded:
+            wheel.reset()
+            start = 0
+        self._delivered_second = self._next_second = delivered
+        end, queue_offset = self._replay(start, queue_offset)
+        if any(s.last_pos >= end or s.first_pos >= end for s in wheel.slots()):
+            # the wheel reached disk ahead of the timer log (power loss): rebuild it from the log
+            logger.warning("timer wheel points past the timer log end %d; rebuilding it", end)
+            wheel.reset()
+            end, queue_offset = self._replay(0, queue_offset)
+        if end < log.end:
+            logger.warning("timer log: truncating a torn tail at %d (was %d)", end, log.end)
+        log.truncate(end)
+        self._queue_offset = queue_offset
+        logger.info(
+            "timers recovered: delivered up to %d, timer log %d bytes, timer queue offset %d",
+            delivered,
+            end,
+            queue_offset,
+        )
+
+    def _replay(self, start: int, queue_offset: int) -> tuple[int, int]:
+        """Link every valid record from ``start`` that the wheel lacks; returns (end, queue offset)."""
+        log, wheel = self.log, self.wheel
+        assert log is not None and wheel is not None
+        end = start
+        for pos, rec in log.scan(start):
+            if rec is None:
+                break
+            end = pos + RECORD_SIZE
+            if rec.queue_offset >= 0:
+                queue_offset = max(queue_offset, rec.queue_offset + 1)
+            if rec.slot_second < self._delivered_second:
+                continue
+            slot = wheel.get(rec.slot_second)
+            if slot.last_pos < pos:
+                first = slot.first_pos if slot.first_pos >= 0 else pos
+                wheel.put(Slot(rec.slot_second, first, pos, slot.linked + 1))
+        return end, queue_offset
+
+    def shutdown(self) -> None:
+        if not self._running:
+            return
+        self._running = False
+        self._dispatch_wake.set()
+        self._scan_wake.set()
+        for thread in self._threads:
+            thread.join(timeout=30)
+        self._threads = []
+        self.checkpoint()
+        assert self.log is not None and self.wheel is not None
+        self.log.close()
+        self.wheel.close()
+
+    def checkpoint(self) -> None:
+        """fsync the timer log, the wheel and the CommitLog, then record how far they go."""
+        log, wheel = self.log, self.wheel
+        if log is None or wheel is None:
+            return
+        with self._lock:
+            cp = TimerCheckpoint(self._delivered_second, log.end, self._queue_offset)
+            log.flush()
+            wheel.flush()
+        store_checkpoint = getattr(self.store, "checkpoint", None)
+        if store_checkpoint is not None:
+            store_checkpoint()  # the re-put messages of the delivered seconds are durable
+        cp.save(self.dir / "checkpoint")
+        self._last_checkpoint = time.monotonic()
+
+    #
+    # Dispatch: timer-topic ConsumeQueue -> timer log + wheel
+    #
+
+    def _on_dispatch(self, topic: str, queue_id: int, new_max_offset: int) -> None:
+        if topic == TIMER_TOPIC:
+            self._dispatch_wake.set()
+
+    def _dispatch_loop(self) -> None:
+        while self._running:
+            self._dispatch_wake.wait(0.1)
+            self._dispatch_wake.clear()
+            try:
+                with self._lock:
+                    while self._dispatch_pending() == _DISPATCH_BATCH:
+                        pass
+            except Exception:
+                logger.exception("timer dispatch failed")
+                time.sleep(0.5)
+
+    def _slot_second(self, deliver_ms: int) -> int:
+        # never a second the scanner has read; never beyond the wheel's span
+        second = max(deliver_ms // 1000, self._next_second)
+        return min(second, self._delivered_second + self.slot_count - 1)
+
+    def _dispatch_pending(self) -> int:
+        """One batch from the ConsumeQueue into the timer log (caller holds the lock)."""
+        result = self.store.get_messages(TIMER_TOPIC, 0, self._queue_offset, max_count=_DISPATCH_BATCH)
+        if result.status is GetMessageStatus.OFFSET_TOO_SMALL:
+            logger.warning(
+                "timer queue: offset %d gone, moving to %d", self._queue_offset, result.next_begin_offset
+            )
+            self._queue_offset = result.next_begin_offset
+            return 0
+        if not result.messages:
+            if result.next_begin_offset > self._queue_offset:
+                self._queue_offset = result.next_begin_offset
+            return 0
+        records = []
+        for msg in result.messages:
+            props = msg.properties
+            try:
+                deliver_ms = int(props[P_TIMER_OUT_MS])
+                target = props.get(P_TIMER_DEL_OFFSET)
+                if target is None:
+                    records.append((MAGIC_ENTRY, msg.physical_offset, deliver_ms, msg.queue_offset))
+                else:
+                    records.append((MAGIC_DELETE, int(target), deliver_ms, msg.queue_offset))
+            except (KeyError, ValueError):
+                logger.warning("timer queue offset %d: no valid timer property; skipped", msg.queue_offset)
+        self._append(records)
+        self._queue_offset = result.next_begin_offset
+        return len(result.messages)
+
+    def _append(self, records: list[tuple[int, int, int, int]]) -> None:
+        """Write records (magic, cl offset, deliver ms, queue offset), then link them into the wheel."""
+        log, wheel = self.log, self.wheel
+        assert log is not None and wheel is not None
+        newest: dict[int, int] = {}
+        links = []
+        chunks = []
+        pos = log.end
+        for magic, cl_offset, deliver_ms, queue_offset in records:
+            second = self._slot_second(deliver_ms)
+            prev = newest.get(second)
+            if prev is None:
+                prev = wheel.get(second).last_pos
+            chunks.append(TimerRecord(magic, prev, cl_offset, deliver_ms, second, queue_offset).encode())
+            newest[second] = pos
+            links.append((second, pos))
+            pos += RECORD_SIZE
+        if not chunks:
+            return
+        log.append(b"".join(chunks))  # the log first: the wheel never points past it
+        for second, at in links:
+            wheel.link(second, at)
+
+    #
+    # Scan: wheel second -> re-put to the real topic
+    #
+
+    def _scan_loop(self) -> None:
+        while self._running:
+            try:
+                if time.monotonic() - self._last_checkpoint >= self.checkpoint_interval_ms / 1000:
+                    self.checkpoint()
+                second = self._next_second
+                wait_ms = second * 1000 - self._now_ms()
+                if wait_ms > 0:
+                    self._scan_wake.wait(min(wait_ms, self.checkpoint_interval_ms) / 1000)
+                    self._scan_wake.clear()
+                    continue
+                with self._lock:
+                    while self._dispatch_pending() == _DISPATCH_BATCH:
+                        pass
+                    assert self.log is not None and self.wheel is not None
+                    entries = read_slot(self.log, self.wheel, second)
+                    self._next_second = second + 1
+                self._deliver(second, entries)
+                self._delivered_second = second + 1
+            except Exception:
+                logger.exception("timer scan failed")
+                time.sleep(0.5)
+
+    def _deliver(self, second: int, entries: list[TimerRecord]) -> None:
+        slot_end_ms = (second + 1) * 1000
+        later = [e for e in entries if e.deliver_ms >= slot_end_ms]
+        if later:  # linked early because the wheel span was shorter than the delay: roll on
+            with self._lock:
+                self._append([(MAGIC_ENTRY, e.cl_offset, e.deliver_ms, -1) for e in later])
+            entries = [e for e in entries if e.deliver_ms < slot_end_ms]
+        entries.sort(key=lambda e: e.deliver_ms)
+        i = 0
+        while i < len(entries) and self._running:
+            wait_ms = entries[i].deliver_ms - self._now_ms()
+            if wait_ms > 0:
+                time.sleep(wait_ms / 1000)
+                continue
+            now = self._now_ms()
+            j = i
+            while j < len(entries) and j - i < _PUT_BATCH and entries[j].deliver_ms <= now:
+                j += 1
+            self._put([e.cl_offset for e in entries[i:j]])
+            i = j
+        if i < len(entries):
+            raise RuntimeError("timer scanner stopped mid-second")  # shutdown: the second stays undelivered
+
+    def _put(self, offsets: list[int]) -> None:
+        msgs = []
+        for offset in offsets:
+            try:
+                msgs.append(_real_message(self.store.look_message_by_offset(offset)))
+            except Exception:
+                logger.exception("timer entry at commitlog offset %d is unreadable; dropped", offset)
+        while msgs and self._running:
+            result = self.store.put_messages(msgs)
+            if result.status is PutMessageStatus.PUT_OK:
+                self.delivered += len(msgs)
+                return
+            if result.status is PutMessageStatus.FLUSH_DISK_TIMEOUT:
+                self.delivered += len(msgs)
+                return
+            logger.warning("timer re-put refused (%s); retrying", result.status)
+            time.sleep(0.1)
+
+    #
+    # Recall
+    #
+
+    def _check_recallable(self, handle: RecallHandle) -> None:
+        if handle.deliver_ms // 1000 < self._next_second:
+            raise RecallTooLate(f"message {handle.message_id} was already delivered")
+
+    def _delete_message(self, handle: RecallHandle) -> MessageToStore:
+        props = {
+            P_TIMER_OUT_MS: str(handle.deliver_ms),
+            P_TIMER_DEL_OFFSET: str(handle.cl_offset),
+            P_REAL_TOPIC: handle.topic,
+            PROPERTY_UNIQ_KEY: handle.message_id,
+        }
+        return MessageToStore(TIMER_TOPIC, 0, b"recall", props)
+
+    def _finish_recall(self, handle: RecallHandle) -> None:
+        with self._lock:
+            while self._dispatch_pending() == _DISPATCH_BATCH:
+                pass
+            self._check_recallable(handle)
+        self.recalled += 1
+
+    def recall(self, handle: RecallHandle) -> None:
+        """Cancel a pending timer; RecallTooLate when its second was already read by the scanner."""
+        self._check_recallable(handle)
+        result = self.store.put_messages([self._delete_message(handle)])
+        if result.status is not PutMessageStatus.PUT_OK:
+            raise RuntimeError(f"store refused the recall: {result.status}")
+        self._finish_recall(handle)
+
+    async def recall_async(self, handle: RecallHandle) -> None:
+        self._check_recallable(handle)
+        result = await self.store.put_messages_async([self._delete_message(handle)])
+        if result.status is not PutMessageStatus.PUT_OK:
+            raise RuntimeError(f"store refused the recall: {result.status}")
+        self._finish_recall(handle)

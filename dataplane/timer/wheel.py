@@ -1,0 +1,106 @@
+"""TimerWheel: a fixed array of one-second slots in a memory-mapped file (RocketMQ's ``timerwheel``).
+
+File layout (big-endian): a 16-byte header (MAGIC ``b"MQTW"``, version int32 1, SLOT COUNT int64),
+then SLOT COUNT slots of 32 bytes::
+
+    0  8  SECOND     int64, the epoch second the slot holds now (slots are reused every round)
+    8  8  FIRST POS  int64, oldest timer-log record of that second
+    16 8  LAST POS   int64, newest timer-log record (head of the linked list)
+    24 4  LINKED     int32, records linked (entries and delete markers)
+    28 4  reserved
+
+Second ``s`` lives in slot ``s % SLOT COUNT``; a slot whose SECOND differs from ``s`` is empty for
+``s``. Memory is the mapping (32 bytes per slot), whatever the number of pending timers.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+from typing import Final, NamedTuple
+
+__all__ = ("SLOT", "Slot", "TimerWheel")
+
+_HEADER: Final = struct.Struct(">4siq")
+SLOT: Final = struct.Struct(">qqqii")
+_MAGIC: Final = b"MQTW"
+
+
+class Slot(NamedTuple):
+    second: int
+    first_pos: int
+    last_pos: int
+    linked: int
+
+
+_EMPTY = Slot(-1, -1, -1, 0)
+
+
+class TimerWheel:
+    """The mapped slot array. Not thread-safe: the timer service serialises writers."""
+
+    def __init__(self, path: Path, slot_count: int) -> None:
+        if slot_count < 2:
+            raise ValueError("a timer wheel needs at least 2 slots")
+        self.path = path
+        self.slot_count = slot_count
+        path.parent.mkdir(parents=True, exist_ok=True)
+        size = _HEADER.size + slot_count * SLOT.size
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            existing = os.fstat(fd).st_size
+            header = os.pread(fd, _HEADER.size, 0) if existing >= _HEADER.size else b""
+            #: False when the file was missing or had another shape: the caller must rebuild it
+            self.loaded = existing == size and header == _HEADER.pack(_MAGIC, 1, slot_count)
+            if not self.loaded:
+                os.ftruncate(fd, 0)
+                os.ftruncate(fd, size)
+                os.pwrite(fd, _HEADER.pack(_MAGIC, 1, slot_count), 0)
+            self._map = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        if not self.loaded:
+            self.reset()
+
+    def reset(self) -> None:
+        empty = SLOT.pack(*_EMPTY, 0)
+        self._map[_HEADER.size :] = empty * self.slot_count
+
+    def _at(self, second: int) -> int:
+        return _HEADER.size + (second % self.slot_count) * SLOT.size
+
+    def get(self, second: int) -> Slot:
+        """The slot of ``second``; empty (positions -1) when it holds another second."""
+        got = Slot(*SLOT.unpack_from(self._map, self._at(second))[:4])
+        return got if got.second == second else Slot(second, -1, -1, 0)
+
+    def put(self, slot: Slot) -> None:
+        SLOT.pack_into(self._map, self._at(slot.second), *slot, 0)
+
+    def link(self, second: int, pos: int) -> int:
+        """Make ``pos`` the newest record of ``second``; returns the previous newest (-1: none)."""
+        slot = self.get(second)
+        if slot.last_pos < 0:
+            self.put(Slot(second, pos, pos, 1))
+            return -1
+        self.put(Slot(second, slot.first_pos, pos, slot.linked + 1))
+        return slot.last_pos
+
+    def slots(self) -> list[Slot]:
+        """Every slot that holds a second (for recovery checks); O(slot count)."""
+        out = []
+        for i in range(self.slot_count):
+            got = Slot(*SLOT.unpack_from(self._map, _HEADER.size + i * SLOT.size)[:4])
+            if got.second >= 0:
+                out.append(got)
+        return out
+
+    def flush(self) -> None:
+        self._map.flush()
+
+    def close(self) -> None:
+        if not self._map.closed:
+            self._map.flush()
+            self._map.close()
