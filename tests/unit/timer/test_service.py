@@ -1,0 +1,133 @@
+"""TimerMessageStore over a real MessageStore: nothing early, recall, restart from the checkpoint."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dataplane.store import MessageStore, MessageStoreConfig, MessageToStore
+from dataplane.timer import P_DELIVER_MS, RecallHandle, RecallTooLate, TimerMessageStore, to_timer_message
+
+TOPIC = "ns%delayed"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[MessageStore]:
+    s = MessageStore(MessageStoreConfig(tmp_path / "store", mapped_file_size_commit_log=1 << 20))
+    s.start()
+    yield s
+    s.shutdown()
+
+
+def _timers(store: MessageStore, tmp_path: Path) -> TimerMessageStore:
+    t = TimerMessageStore(store, tmp_path / "timer", max_delay_ms=60_000, checkpoint_interval_ms=200)
+    t.start()
+    return t
+
+
+def _send(store: MessageStore, n: int, deliver_ms: int, qid: int = 0) -> list[int]:
+    msgs = [
+        to_timer_message(
+            MessageToStore(TOPIC, qid, f"body-{i}".encode(), {"UNIQ_KEY": f"id-{i}"}), deliver_ms
+        )
+        for i in range(n)
+    ]
+    result = store.put_messages(msgs)
+    assert result.ok
+    return [e.physical_offset for e in result.entries]
+
+
+def _delivered(store: MessageStore, qid: int = 0) -> list[object]:
+    return list(store.get_messages(TOPIC, qid, 0, max_count=1000).messages)
+
+
+def _wait_for(pred: object, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():  # type: ignore[operator]
+            return
+        time.sleep(0.02)
+    raise AssertionError("condition not met in time")
+
+
+def test_delivered_at_its_time_never_early(store: MessageStore, tmp_path: Path) -> None:
+    timers = _timers(store, tmp_path)
+    try:
+        deliver = int(time.time() * 1000) + 1500
+        _send(store, 5, deliver, qid=1)
+        time.sleep(1.0)
+        assert _delivered(store, 1) == []
+        _wait_for(lambda: len(_delivered(store, 1)) == 5)
+        for msg in _delivered(store, 1):
+            assert msg.store_timestamp >= deliver  # type: ignore[attr-defined]
+            assert msg.store_timestamp - deliver < 1000  # type: ignore[attr-defined]
+            assert msg.properties[P_DELIVER_MS] == str(deliver)  # type: ignore[attr-defined]
+            assert "REAL_TOPIC" not in msg.properties  # type: ignore[attr-defined]
+        assert sorted(m.body for m in _delivered(store, 1)) == [f"body-{i}".encode() for i in range(5)]  # type: ignore[attr-defined]
+    finally:
+        timers.shutdown()
+
+
+def test_past_timestamp_is_delivered_at_once(store: MessageStore, tmp_path: Path) -> None:
+    timers = _timers(store, tmp_path)
+    try:
+        _send(store, 2, int(time.time() * 1000) - 5000)
+        _wait_for(lambda: len(_delivered(store)) == 2, timeout=3)
+    finally:
+        timers.shutdown()
+
+
+def test_recall_prevents_delivery_and_late_recall_fails(store: MessageStore, tmp_path: Path) -> None:
+    timers = _timers(store, tmp_path)
+    try:
+        deliver = int(time.time() * 1000) + 1500
+        offsets = _send(store, 3, deliver)
+        timers.recall(RecallHandle(TOPIC, "id-1", deliver, offsets[1]))
+        _wait_for(lambda: len(_delivered(store)) == 2)
+        time.sleep(0.3)
+        assert sorted(m.body for m in _delivered(store)) == [b"body-0", b"body-2"]  # type: ignore[attr-defined]
+        with pytest.raises(RecallTooLate):
+            timers.recall(RecallHandle(TOPIC, "id-0", deliver, offsets[0]))
+    finally:
+        timers.shutdown()
+
+
+def test_restart_after_crash_delivers_everything_none_early(store: MessageStore, tmp_path: Path) -> None:
+    timers = _timers(store, tmp_path)
+    deliver = int(time.time() * 1000) + 2000
+    _send(store, 50, deliver)
+    _wait_for(lambda: timers._queue_offset == 50)
+    # a crash: the threads stop, no final checkpoint, files left as they are
+    timers._running = False
+    for thread in timers._threads:
+        thread.join()
+    assert timers.log is not None and timers.wheel is not None
+    timers.log.close()
+    timers.wheel._map.close()
+    again = _timers(store, tmp_path)
+    try:
+        assert again._queue_offset == 50  # replayed from the timer log, not dispatched twice
+        time.sleep(max(0.0, deliver / 1000 - time.time() - 0.3))
+        assert _delivered(store) == []
+        _wait_for(lambda: len(_delivered(store)) == 50)
+        assert min(m.store_timestamp for m in _delivered(store)) >= deliver  # type: ignore[attr-defined]
+    finally:
+        again.shutdown()
+
+
+def test_clean_restart_keeps_pending_timers(store: MessageStore, tmp_path: Path) -> None:
+    timers = _timers(store, tmp_path)
+    deliver = int(time.time() * 1000) + 1500
+    _send(store, 10, deliver)
+    _wait_for(lambda: timers._queue_offset == 10)
+    timers.shutdown()
+    again = _timers(store, tmp_path)
+    try:
+        _wait_for(lambda: len(_delivered(store)) == 10)
+        assert threading.active_count() >= 1
+    finally:
+        again.shutdown()
