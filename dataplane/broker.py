@@ -27,18 +27,6 @@ def authorize(context: Any, action: str, resource: str) -> None:
 
 def _open_store(settings: BrokerSettings) -> Any:
     store_dir = settings.data_dir / "store"
-    if settings.store_engine == "simple":
-        from dataplane.simple_store import SimpleMessageStore
-        from dataplane.store.config import FlushDiskType, MessageStoreConfig
-
-        return SimpleMessageStore(
-            MessageStoreConfig(
-                store_dir=store_dir,
-                flush_disk_type=FlushDiskType.SYNC_FLUSH
-                if settings.flush == "sync"
-                else FlushDiskType.ASYNC_FLUSH,
-            )
-        )
     from dataplane.store import FlushDiskType as StoreFlush
     from dataplane.store import MessageStore, MessageStoreConfig  # type: ignore[attr-defined]
 

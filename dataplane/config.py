@@ -26,8 +26,6 @@ class BrokerSettings(BaseSettings):
     # host:port of the Prometheus endpoint; "0" or "" disables it.
     metrics_listen: str = "127.0.0.1:5557"
     flush: Literal["sync", "async"] = "async"
-    # Storage engine: "commitlog" (dataplane.store) or "simple" (dataplane.simple_store, for tests).
-    store_engine: Literal["commitlog", "simple"] = "commitlog"
     commit_log_segment_bytes: int = Field(default=1 << 30, ge=4096)
     max_body_bytes: int = Field(default=4 << 20, ge=1)
     # gRPC frame limit; a little above max_body_bytes so oversized bodies get MESSAGE_BODY_TOO_LARGE.

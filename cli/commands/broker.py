@@ -24,9 +24,6 @@ def start(
         str | None,
         typer.Option("--metrics-listen", help="Prometheus HOST:PORT, 0 disables [MQ_BROKER_METRICS_LISTEN]"),
     ] = None,
-    store_engine: Annotated[
-        str | None, typer.Option("--store-engine", help="commitlog | simple [MQ_BROKER_STORE_ENGINE]")
-    ] = None,
     log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
 ) -> None:
     """Start a broker node; SIGTERM/SIGINT stop it gracefully (exit 0)."""
@@ -48,7 +45,6 @@ def start(
             listen=listen,
             flush=flush,
             metrics_listen=metrics_listen,
-            store_engine=store_engine,
         )
     except (ValidationError, OSError, ValueError) as exc:
         abort(f"invalid broker settings: {exc}", code=2)

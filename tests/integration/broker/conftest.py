@@ -22,7 +22,6 @@ from mqcloud.apache.rocketmq.v2 import service_pb2_grpc
 from tests.conftest import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-STORE_ENGINE = os.environ.get("MQ_TEST_STORE_ENGINE", "commitlog")
 
 
 class BrokerProcess:
@@ -53,8 +52,6 @@ class BrokerProcess:
                 self.target,
                 "--metrics-listen",
                 "0",
-                "--store-engine",
-                STORE_ENGINE,
             ],
             cwd=REPO_ROOT,
             stdout=subprocess.PIPE,
