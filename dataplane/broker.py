@@ -14,6 +14,7 @@ from dataplane.errors import GroupNotFound, TopicNotFound
 from dataplane.metadata import GroupConfig, MetadataStore, TopicConfig
 from dataplane.pop import PopState
 from dataplane.receipt import ReceiptCodec, load_or_create_secret
+from dataplane.timer import RecallCodec, TimerMessageStore
 
 __all__ = ("Broker", "authorize")
 
@@ -48,6 +49,8 @@ class Broker:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.metadata = MetadataStore(settings.data_dir)
         self.receipts = ReceiptCodec(load_or_create_secret(settings.data_dir))
+        self.recalls = RecallCodec(load_or_create_secret(settings.data_dir))
+        self.timers: TimerMessageStore | None = None
         self.clients = ClientRegistry()
         self.store: Any = _open_store(settings)
         self.pop: PopState | None = None
@@ -61,6 +64,11 @@ class Broker:
         self._loop_thread = threading.get_ident()
         self.store.start()
         self.store.add_dispatch_listener(self._on_dispatch)
+        if hasattr(self.store, "look_message_by_offset"):  # timers need the CommitLog store
+            self.timers = TimerMessageStore(
+                self.store, self.settings.data_dir / "timer", self.settings.max_delay_ms
+            )
+            self.timers.start()
         self.pop = PopState(
             self.settings.data_dir,
             initial_offset=self._initial_offset,
@@ -92,6 +100,8 @@ class Broker:
         if self.pop is not None:
             self.pop.close()
         try:
+            if self.timers is not None:
+                self.timers.shutdown()
             self.store.consumer_offsets.persist()
         finally:
             self.store.shutdown()

@@ -46,6 +46,8 @@ class BrokerSettings(BaseSettings):
     grace_seconds: float = Field(default=5.0, ge=0)
     # In-flight journal is compacted into a snapshot after this many records.
     pop_journal_compact_records: int = Field(default=50_000, ge=100)
+    # Delay messages: the furthest delivery_timestamp accepted (the timer wheel spans twice this).
+    max_delay_ms: int = Field(default=3 * 86_400_000, ge=1000)
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> BrokerSettings:

@@ -124,7 +124,8 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     async def RecallMessage(
         self, request: svc.RecallMessageRequest, context: Any
     ) -> svc.RecallMessageResponse:
-        raise NotImplementedYet("recalling delay messages arrives with timer support")
+        authorize(context, "pub", request.topic.name)
+        return await produce.recall_message(self.broker, request, header_namespace(context))
 
     @unary(svc.SyncLiteSubscriptionResponse)
     async def SyncLiteSubscription(

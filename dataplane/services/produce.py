@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import time
 from typing import Any
 
 from dataplane.broker import Broker
@@ -26,10 +27,11 @@ from dataplane.names import resolve
 from dataplane.services.route import ACCEPT as _ACCEPT
 from dataplane.store.message import MessageToStore
 from dataplane.store.status import PutMessageStatus
+from dataplane.timer import TIMER_TOPIC, InvalidRecallHandle, RecallHandle, RecallTooLate, to_timer_message
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 
-__all__ = ("SYSTEM_PROPERTY_KEYS", "build_message", "parse_peer", "send_message")
+__all__ = ("SYSTEM_PROPERTY_KEYS", "build_message", "parse_peer", "recall_message", "send_message")
 
 # Store property names for v2 system properties (RocketMQ's where one exists).
 P_TAGS, P_KEYS, P_UNIQ = "TAGS", "KEYS", "UNIQ_KEY"
@@ -61,6 +63,14 @@ SYSTEM_PROPERTY_KEYS = frozenset(
         "ORIGIN_MESSAGE_ID",
     }
 )
+
+
+class IllegalDeliveryTime(BrokerError):
+    code = pb.Code.ILLEGAL_DELIVERY_TIME
+
+
+class RecallNotFound(BrokerError):
+    code = pb.Code.NOT_FOUND
 
 
 _peers: dict[str, tuple[str, int]] = {}
@@ -184,11 +194,12 @@ def build_message(
         raise PropertyConflictWithType("FIFO messages need a message_group")
     if mtype != _MT_FIFO and has_group:
         raise PropertyConflictWithType("only FIFO messages may carry a message_group")
+    deliver_ms = -1
     if mtype == _MT_DELAY or sp.HasField("delivery_timestamp"):
-        raise NotImplementedYet("delay messages are not supported by this broker yet")
+        deliver_ms = _delivery_time(broker, sp, mtype)
     if mtype == _MT_TRANSACTION:
         raise NotImplementedYet("transactional messages are not supported by this broker yet")
-    if topic_type not in _STORABLE_TOPIC_TYPES:
+    if topic_type not in _STORABLE_TOPIC_TYPES and not (deliver_ms >= 0 and topic_type is TopicType.DELAY):
         raise PropertyConflictWithType(f"topic {qualified!r} does not accept {pb.MessageType.Name(mtype)}")  # type: ignore[arg-type]
     properties: dict[str, str] = {}
     user_properties = message.user_properties
@@ -238,10 +249,60 @@ def build_message(
     queue_id = sp.queue_id
     if not 0 <= queue_id < topic.queue_count:
         queue_id = _next_queue(broker, qualified, topic.queue_count)
-    return (
-        MessageToStore(qualified, queue_id, body, properties, 0, 0, born_ms if born_ms > 0 else 0, peer),
-        size,
-    )
+    stored = MessageToStore(qualified, queue_id, body, properties, 0, 0, born_ms if born_ms > 0 else 0, peer)
+    if deliver_ms >= 0:
+        stored = to_timer_message(stored, deliver_ms)
+    return stored, size
+
+
+def _delivery_time(broker: Broker, sp: pb.SystemProperties, mtype: int) -> int:
+    """Validated delivery time (ms) of a DELAY message; stored through the timer wheel."""
+    if broker.timers is None:
+        raise NotImplementedYet("delay messages need the commitlog store engine")
+    if mtype != _MT_DELAY:
+        raise PropertyConflictWithType("only DELAY messages may carry a delivery_timestamp")
+    if not sp.HasField("delivery_timestamp"):
+        raise IllegalDeliveryTime("DELAY messages need a delivery_timestamp")
+    ts = sp.delivery_timestamp
+    deliver_ms = ts.seconds * 1000 + ts.nanos // 1_000_000
+    max_delay = broker.settings.max_delay_ms
+    if deliver_ms - time.time() * 1000 > max_delay:
+        raise IllegalDeliveryTime(f"delivery_timestamp is more than {max_delay} ms ahead")
+    return max(deliver_ms, 0)
+
+
+def _recall_handles(broker: Broker, stored: list[MessageToStore], appended: list[Any]) -> list[str]:
+    """One recall handle per stored message ("" for messages that are not delayed)."""
+    handles = []
+    for msg, entry in zip(stored, appended, strict=True):
+        if msg.topic != TIMER_TOPIC:
+            handles.append("")
+            continue
+        p = msg.properties
+        handle = RecallHandle(p["REAL_TOPIC"], p[P_UNIQ], int(p["TIMER_OUT_MS"]), entry.physical_offset)
+        handles.append(broker.recalls.encode(handle))
+    return handles
+
+
+async def recall_message(
+    broker: Broker, request: svc.RecallMessageRequest, header_ns: str
+) -> svc.RecallMessageResponse:
+    """Cancel a pending delay message by its recall handle; NOT_FOUND once it was delivered."""
+    timers = broker.timers
+    if timers is None:
+        raise NotImplementedYet("delay messages need the commitlog store engine")
+    _, qualified = _resolve_topic(request.topic, header_ns)
+    try:
+        handle = broker.recalls.decode(request.recall_handle)
+    except InvalidRecallHandle as exc:
+        raise BadRequest(f"invalid recall handle: {exc}") from exc
+    if handle.topic != qualified:
+        raise BadRequest("the recall handle belongs to another topic")
+    try:
+        await timers.recall_async(handle)
+    except RecallTooLate as exc:
+        raise RecallNotFound(str(exc)) from exc
+    return svc.RecallMessageResponse(status=OK_STATUS, message_id=handle.message_id)
 
 
 _round_robin: dict[str, int] = {}
@@ -268,10 +329,13 @@ async def send_message(
     built: list[tuple[str, Any]] = []
     to_store: list[MessageToStore] = []
     failed = 0
+    delayed = False
+    handles: Any = None
     for message in messages:
         try:
             stored = build_message(broker, message, header_ns, born, topics)[0]
             to_store.append(stored)
+            delayed = delayed or stored.topic == TIMER_TOPIC
             built.append((stored.properties[P_UNIQ], stored))
         except BrokerError as exc:
             built.append((message.system_properties.message_id, status_of(exc)))
@@ -288,11 +352,16 @@ async def send_message(
             failed = len(built)
         else:
             _count_in(to_store)
+            if delayed:
+                handles = iter(_recall_handles(broker, to_store, result.entries))
             if not failed:
                 entries = [
                     entry_cls(message_id=mid, status=OK_STATUS, offset=appended.queue_offset)
                     for (mid, _), appended in zip(built, result.entries, strict=True)
                 ]
+                if delayed:
+                    for entry in entries:
+                        entry.recall_handle = next(handles)
                 return svc.SendMessageResponse(status=OK_STATUS, entries=entries)
             offsets = iter(result.entries)
             built = [
@@ -304,6 +373,8 @@ async def send_message(
     for mid, item in built:
         if type(item) is int:
             entries.append(entry_cls(message_id=mid, status=OK_STATUS, offset=item))
+            if delayed:
+                entries[-1].recall_handle = next(handles)
         else:
             entries.append(entry_cls(message_id=mid, status=item))
             if first_failure is None:
