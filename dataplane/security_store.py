@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mqcloud.admin_client import QUOTA_LIMITS
+
 __all__ = (
     "QUOTA_LIMITS",
     "AccessKeyConfig",
@@ -42,18 +44,6 @@ logger = logging.getLogger(__name__)
 
 FILE_NAME = "security.json"
 FILE_MODE = 0o600
-# Same names as the control plane's Plan/Quota fields and the admin API's Quota message.
-QUOTA_LIMITS = (
-    "produce_messages_per_s",
-    "produce_bytes_per_s",
-    "consume_messages_per_s",
-    "consume_bytes_per_s",
-    "storage_bytes",
-    "max_topics",
-    "max_groups",
-    "max_message_bytes",
-    "max_connections",
-)
 _NAMESPACE = re.compile(r"^[A-Za-z0-9_-]{1,127}$")
 _KEY_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _RESOURCE = re.compile(r"^[A-Za-z0-9_*-]{0,127}$")

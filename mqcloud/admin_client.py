@@ -19,6 +19,8 @@ from mqcloud.admin.v1 import admin_pb2_grpc
 __all__ = ("QUOTA_LIMITS", "BrokerAdminClient", "BrokerAdminError", "quota_limits", "to_dict")
 
 MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")
+# The limits of the admin API's Quota message; the control plane's Plan/Quota fields and the broker's
+# security store use the same names.
 QUOTA_LIMITS = (
     "produce_messages_per_s",
     "produce_bytes_per_s",

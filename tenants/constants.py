@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from mqcloud.admin_client import QUOTA_LIMITS
+
 __all__ = (
     "ACCESS_KEY_ID_LENGTH",
     "ACCESS_KEY_ID_PREFIX",
@@ -48,14 +50,4 @@ PROVISION_RETRY_BACKOFF_S = 5
 PROVISION_RETRY_BACKOFF_MAX_S = 300
 
 # The limits a Plan defaults and a Quota overrides; same names on both models and on the wire.
-QUOTA_LIMIT_FIELDS = (
-    "produce_messages_per_s",
-    "produce_bytes_per_s",
-    "consume_messages_per_s",
-    "consume_bytes_per_s",
-    "storage_bytes",
-    "max_topics",
-    "max_groups",
-    "max_message_bytes",
-    "max_connections",
-)
+QUOTA_LIMIT_FIELDS = QUOTA_LIMITS

@@ -11,7 +11,7 @@ from rest_framework import serializers
 
 from tenants.api.permissions import is_operator
 from tenants.choices import AclAction
-from tenants.constants import ACCESS_KEY_ROTATION_OVERLAP
+from tenants.constants import ACCESS_KEY_ROTATION_OVERLAP, QUOTA_LIMIT_FIELDS
 from tenants.models import (
     AccessKey,
     AclPolicy,
@@ -295,15 +295,7 @@ class QuotaSerializer(TenantOwnedSerializer):
             "scope",
             "topic",
             "group",
-            "produce_messages_per_s",
-            "produce_bytes_per_s",
-            "consume_messages_per_s",
-            "consume_bytes_per_s",
-            "storage_bytes",
-            "max_topics",
-            "max_groups",
-            "max_message_bytes",
-            "max_connections",
+            *QUOTA_LIMIT_FIELDS,
             *PROVISIONING_FIELDS,
         )
         read_only_fields = PROVISIONING_FIELDS
