@@ -10,6 +10,10 @@ and the whole state is periodically compacted into ``snapshot.json`` (atomic ren
 the snapshot and replays the journal; a torn last line is ignored. The group's committed offset
 (lowest offset not yet acked) is also written to the store's consumer offsets.
 
+FIFO groups also keep, per queue, the message group of each in-flight offset (``groups``) and the
+*held* offsets: messages the cursor has passed while their message group had a message in flight;
+they are delivered, oldest first, once that group is free. Both are journaled like the rest.
+
 All methods run on the asyncio loop thread; there is no locking.
 """
 
@@ -45,9 +49,18 @@ class InFlight:
 class QueuePosition:
     next_offset: int
     in_flight: dict[int, InFlight] = dataclasses.field(default_factory=dict)
+    # FIFO groups only: message group of in-flight and held offsets; held = passed, not delivered.
+    groups: dict[int, str] = dataclasses.field(default_factory=dict)
+    held: set[int] = dataclasses.field(default_factory=set)
 
     def committed(self) -> int:
-        return min(self.in_flight, default=self.next_offset)
+        first = min(self.in_flight, default=self.next_offset)
+        return min(first, min(self.held)) if self.held else first
+
+    def busy_groups(self) -> set[str]:
+        """Message groups with a message in flight (FIFO)."""
+        groups = self.groups
+        return {groups[o] for o in self.in_flight if o in groups} if groups else set()
 
     def due(self, now_ms: int) -> list[InFlight]:
         return sorted(
@@ -103,6 +116,9 @@ class PopState:
                 pos = QueuePosition(item["next"])
                 for e in item["inflight"]:
                     pos.in_flight[e[0]] = InFlight(e[0], e[1], e[2], e[3])
+                for offset, message_group in item.get("groups", ()):
+                    pos.groups[offset] = message_group
+                pos.held.update(item.get("held", ()))
                 self._positions[(item["g"], item["t"], item["q"])] = pos
         journal = self._dir / "journal.log"
         if journal.exists():
@@ -125,12 +141,24 @@ class PopState:
         if op == "pop":
             pos.in_flight[r["o"]] = InFlight(r["o"], r["n"], r["a"], r["u"])
             pos.next_offset = max(pos.next_offset, r["next"])
+            if "mg" in r:
+                pos.groups[r["o"]] = r["mg"]
+                pos.held.discard(r["o"])
+        elif op == "hold":
+            pos.held.add(r["o"])
+            pos.groups[r["o"]] = r["mg"]
+            pos.next_offset = max(pos.next_offset, r["next"])
         elif op == "adv":
             pos.next_offset = max(pos.next_offset, r["next"])
         elif op == "ack":
             pos.in_flight.pop(r["o"], None)
+            if pos.groups:
+                pos.groups.pop(r["o"], None)
+                pos.held.discard(r["o"])
         elif op == "reset":
             pos.in_flight.clear()
+            pos.groups.clear()
+            pos.held.clear()
             pos.next_offset = r["next"]
 
     def _write(self, record: dict[str, Any]) -> None:
@@ -169,8 +197,9 @@ class PopState:
 
     def compact(self) -> None:
         """Write the whole state as a snapshot and start an empty journal."""
-        items = [
-            {
+        items: list[dict[str, Any]] = []
+        for (g, t, q), pos in self._positions.items():
+            item: dict[str, Any] = {
                 "g": g,
                 "t": t,
                 "q": q,
@@ -179,8 +208,10 @@ class PopState:
                     [e.offset, e.nonce, e.attempt, e.invisible_until_ms] for e in pos.in_flight.values()
                 ],
             }
-            for (g, t, q), pos in self._positions.items()
-        ]
+            if pos.groups:
+                item["groups"] = [[o, mg] for o, mg in pos.groups.items()]
+                item["held"] = sorted(pos.held)
+            items.append(item)
         tmp = self._dir / "snapshot.json.tmp"
         with open(tmp, "w") as f:
             json.dump(items, f)
@@ -235,8 +266,13 @@ class PopState:
         attempt: int,
         until_ms: int,
         next_offset: int,
+        message_group: str | None = None,
     ) -> InFlight:
-        """Record a (re)delivery of ``offset``; returns the entry with its new nonce."""
+        """Record a (re)delivery of ``offset``; returns the entry with its new nonce.
+
+        ``message_group`` (FIFO groups, first delivery) is remembered until the ack; redeliveries
+        keep it without passing it again.
+        """
         pos = self.position(group, topic, queue_id)
         before = pos.committed()
         nonce = new_nonce()
@@ -244,13 +280,37 @@ class PopState:
         # The hot path: the same record as _write({"op": "pop", ...}) would journal and apply.
         entry = pos.in_flight[offset] = InFlight(offset, nonce, attempt, until_ms)
         pos.next_offset = following
+        mg = ""
+        if message_group is not None:
+            pos.groups[offset] = message_group
+            pos.held.discard(offset)
+            mg = f',"mg":{json.dumps(message_group)}'
         self._append_line(
             f'{{"op":"pop","g":{_json_str(group)},"t":{_json_str(topic)},"q":{int(queue_id)},'
             f'"o":{int(offset)},"n":"{nonce}","a":{int(attempt)},"u":{int(until_ms)},'
-            f'"next":{int(following)}}}\n'
+            f'"next":{int(following)}{mg}}}\n'
         )
         self._commit(group, topic, queue_id, before)
         return entry
+
+    def hold(
+        self, group: str, topic: str, queue_id: int, offset: int, message_group: str, next_offset: int
+    ) -> None:
+        """FIFO: the cursor passes ``offset`` without delivering it (its message group is busy)."""
+        pos = self.position(group, topic, queue_id)
+        before = pos.committed()
+        self._write(
+            {
+                "op": "hold",
+                "g": group,
+                "t": topic,
+                "q": queue_id,
+                "o": offset,
+                "mg": message_group,
+                "next": next_offset,
+            }
+        )
+        self._commit(group, topic, queue_id, before)
 
     def advance(self, group: str, topic: str, queue_id: int, next_offset: int) -> None:
         pos = self.position(group, topic, queue_id)
@@ -264,15 +324,20 @@ class PopState:
         entry = pos.in_flight.get(offset) if pos else None
         return entry if entry is not None and entry.nonce == nonce else None
 
-    def ack(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+    def ack(self, group: str, topic: str, queue_id: int, offset: int) -> bool:
+        """Forget ``offset``; True when the queue holds FIFO messages that may now be deliverable."""
         pos = self.position(group, topic, queue_id)
         before = pos.committed()
         pos.in_flight.pop(offset, None)  # as _write({"op": "ack", ...}) would apply
+        if pos.groups:
+            pos.groups.pop(offset, None)
+            pos.held.discard(offset)
         self._append_line(
             f'{{"op":"ack","g":{_json_str(group)},"t":{_json_str(topic)},"q":{int(queue_id)},'
             f'"o":{int(offset)}}}\n'
         )
         self._commit(group, topic, queue_id, before)
+        return bool(pos.held)
 
     def reset(self, group: str, topic: str, queue_id: int, next_offset: int) -> None:
         """Move the cursor (UpdateOffset); in-flight messages of that queue are dropped."""

@@ -22,7 +22,7 @@ from dataplane.errors import (
     ok_status,
     status_of,
 )
-from dataplane.filters import matches, parse_filter
+from dataplane.filters import MessageFilter, compile_filter
 from dataplane.metadata import GroupConfig
 from dataplane.metrics import TRAFFIC_OUT
 from dataplane.names import dlq_topic, resolve
@@ -159,12 +159,15 @@ def _try_pop(
     group: GroupConfig,
     topic: str,
     queue_count: int,
-    tags: frozenset[str] | None,
+    flt: MessageFilter,
     batch: int,
     invisible_ms: int,
     dlq: list[Any],
 ) -> list[_Popped]:
     """Pop up to ``batch`` messages; those out of attempts are acked and appended to ``dlq``.
+
+    FIFO groups: an expired message is the oldest of its message group, so it goes first; then
+    held messages whose group is free; then new ones, holding those whose group is busy.
 
     Synchronous (no await), so it can run inside one ``pop.batch()``; the caller moves ``dlq``.
     """
@@ -192,15 +195,26 @@ def _try_pop(
                 pop.ack(group.name, topic, qid, entry.offset)
                 dlq.append(stored)
                 continue
-            if not matches(tags, stored.properties.get(p.P_TAGS)):
+            if not flt.accepts(stored.properties):
                 continue
             attempt = entry.attempt + 1
             fresh = pop.deliver(
                 group.name, topic, qid, entry.offset, attempt, now + invisible_ms, pos.next_offset
             )
             out.append(_Popped(stored, fresh, attempt))
+    if group.fifo or flt.sql is not None:
+        busy = (
+            _pop_held(broker, group.name, topic, order, batch, now + invisible_ms, out)
+            if group.fifo
+            else None
+        )
+        for qid in order:
+            if len(out) >= batch:
+                break
+            _scan_queue(broker, group.name, topic, qid, flt, batch, now + invisible_ms, out, busy)
+        return out
     # 2. New messages from each queue's cursor.
-    tag_filter = set(tags) if tags is not None else None
+    tag_filter = set(flt.tags) if flt.tags is not None else None
     for qid in order:
         if len(out) >= batch:
             break
@@ -221,6 +235,88 @@ def _try_pop(
             out.append(_Popped(stored, entry, 1))
         pop.advance(group.name, topic, qid, result.next_begin_offset)
     return out
+
+
+_MAX_HELD = 4096  # FIFO: held messages per queue before its cursor stops (head-of-line blocking)
+_SCAN_LIMIT = 4096  # messages one receive looks at per queue when a SQL filter or FIFO skips some
+
+
+def _pop_held(
+    broker: Broker, group: str, topic: str, order: list[int], batch: int, until_ms: int, out: list[_Popped]
+) -> set[str]:
+    """FIFO: deliver held messages whose message group is free; returns the busy message groups."""
+    assert broker.pop is not None
+    pop = broker.pop
+    positions = [(qid, pop.position(group, topic, qid)) for qid in order]
+    busy: set[str] = set()
+    for _, pos in positions:
+        busy |= pos.busy_groups()
+    for qid, pos in positions:
+        for offset in sorted(pos.held):
+            message_group = pos.groups[offset]
+            if message_group in busy:
+                continue
+            busy.add(message_group)  # delivered now or not, later messages of the group wait
+            if len(out) >= batch:
+                continue
+            stored = _fetch_one(broker, topic, qid, offset)
+            if stored is None:  # removed by retention
+                pop.ack(group, topic, qid, offset)
+                busy.discard(message_group)
+                continue
+            entry = pop.deliver(group, topic, qid, offset, 1, until_ms, pos.next_offset, message_group)
+            out.append(_Popped(stored, entry, 1))
+    return busy
+
+
+def _scan_queue(
+    broker: Broker,
+    group: str,
+    topic: str,
+    qid: int,
+    flt: MessageFilter,
+    batch: int,
+    until_ms: int,
+    out: list[_Popped],
+    busy: set[str] | None,
+) -> None:
+    """New messages of one queue for a SQL filter and/or a FIFO group (``busy`` not None).
+
+    Messages the filter rejects count as consumed; FIFO messages whose group is busy are held.
+    """
+    assert broker.pop is not None
+    pop = broker.pop
+    pos = pop.position(group, topic, qid)
+    tag_filter = set(flt.tags) if flt.tags is not None else None
+    sql = flt.sql
+    scanned = 0
+    while len(out) < batch and scanned < _SCAN_LIMIT:
+        if busy is not None and len(pos.held) >= _MAX_HELD:
+            return
+        start = pos.next_offset
+        result = broker.store.get_messages(topic, qid, start, max_count=32, tag_filter=tag_filter)
+        if not result.messages:
+            if result.next_begin_offset > start:  # the tag filter skipped a range
+                pop.advance(group, topic, qid, result.next_begin_offset)
+                continue
+            return
+        for stored in result.messages:
+            if len(out) >= batch:
+                return
+            scanned += 1
+            offset = stored.queue_offset
+            if sql is not None and not sql.matches(stored.properties):
+                continue
+            message_group = stored.properties.get(p.P_GROUP) if busy is not None else None
+            if message_group is not None:
+                assert busy is not None
+                if message_group in busy:
+                    pop.hold(group, topic, qid, offset, message_group, offset + 1)
+                    continue
+                busy.add(message_group)
+            entry = pop.deliver(group, topic, qid, offset, 1, until_ms, offset + 1, message_group)
+            out.append(_Popped(stored, entry, 1))
+        pop.advance(group, topic, qid, result.next_begin_offset)
 
 
 def _poll_deadline_ms(broker: Broker, request: svc.ReceiveMessageRequest, context: Any) -> int:
@@ -249,7 +345,7 @@ async def receive_message(
         ns, topic_name = resolve(request.message_queue.topic, header_ns)
         topic = broker.topic(topic_name)
         group = broker.group(group_name)
-        tags = parse_filter(request.filter_expression if request.HasField("filter_expression") else None)
+        flt = compile_filter(request.filter_expression if request.HasField("filter_expression") else None)
         s = broker.settings
         invisible_ms = (
             _duration_ms(request.invisible_duration)
@@ -270,7 +366,7 @@ async def receive_message(
                 assert broker.pop is not None
                 with broker.pop.batch():
                     popped = _try_pop(
-                        broker, group, topic_name, topic.queue_count, tags, batch, invisible_ms, dlq
+                        broker, group, topic_name, topic.queue_count, flt, batch, invisible_ms, dlq
                     )
                 for stored in dlq:
                     await _to_dlq(broker, group.name, stored)
@@ -359,18 +455,21 @@ def ack_message(broker: Broker, request: svc.AckMessageRequest, header_ns: str) 
     assert pop is not None
     results = []
     result_cls = svc.AckMessageResultEntry
+    wake = False
     with pop.batch():
         for entry in request.entries:
             receipt_handle = entry.receipt_handle
             try:
                 handle, _ = _checked_handle(broker, receipt_handle, group, topic)
-                pop.ack(group, topic, handle.queue_id, handle.offset)
+                wake = pop.ack(group, topic, handle.queue_id, handle.offset) or wake
                 status = OK_STATUS
             except BrokerError as exc:
                 status = status_of(exc)
             results.append(
                 result_cls(message_id=entry.message_id, receipt_handle=receipt_handle, status=status)
             )
+    if wake:  # a FIFO message group became free: its held message can go to a waiting receive
+        broker.wake(topic)
     codes = {r.status.code for r in results}
     if codes == {_CODE_OK}:
         top = OK_STATUS
@@ -412,7 +511,9 @@ async def forward_to_dlq(
     handle, _ = _checked_handle(broker, request.receipt_handle, group, topic)
     stored = _fetch_one(broker, topic, handle.queue_id, handle.offset)
     assert broker.pop is not None
-    broker.pop.ack(group, topic, handle.queue_id, handle.offset)
+    wake = broker.pop.ack(group, topic, handle.queue_id, handle.offset)
     if stored is not None:
         await _to_dlq(broker, group, stored)
+    if wake:
+        broker.wake(topic)
     return svc.ForwardMessageToDeadLetterQueueResponse(status=ok_status())

@@ -12,6 +12,7 @@ from google.protobuf import duration_pb2
 from dataplane.broker import Broker
 from dataplane.clients import CLIENT_ID_HEADER, header
 from dataplane.errors import BrokerError, status_of
+from dataplane.filters import parse_sql
 from dataplane.metadata import GroupConfig
 from dataplane.names import namespace_from_metadata, resolve
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
@@ -93,6 +94,8 @@ def _handle_settings(broker: Broker, settings: pb.Settings, header_ns: str, clie
             group_config = broker.group(group_name)
         for entry in sub.subscriptions:
             topics.add(resolve(entry.topic, header_ns)[1])
+            if entry.expression.type == pb.FilterType.SQL:
+                parse_sql(entry.expression.expression)  # ILLEGAL_FILTER_EXPRESSION now, not at receive
     elif settings.HasField("publishing"):
         for topic in settings.publishing.topics:
             topics.add(resolve(topic, header_ns)[1])
