@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import time
+from pathlib import Path
 
 import grpc
 
@@ -31,14 +32,14 @@ def rss_kib(pid: int) -> int:
 
 
 def broker_pid(port: int) -> int:
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
             try:
-                cmd = open(f"/proc/{entry}/cmdline", "rb").read()
+                cmd = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
             if b"broker" in cmd and f"127.0.0.1:{port}".encode() in cmd:
-                return int(entry)
+                return int(entry.name)
     raise RuntimeError("broker process not found")
 
 
