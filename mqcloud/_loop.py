@@ -6,9 +6,11 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar
 
-__all__ = ("LoopThread",)
+from mqcloud.errors import IllegalStateError
+
+__all__ = ("BlockingClient", "LoopThread")
 
 T = TypeVar("T")
 
@@ -47,3 +49,68 @@ class LoopThread:
         self._thread.join(5)
         if not self._thread.is_alive():
             self.loop.close()
+
+
+class _AsyncClient(Protocol):
+    async def start(self) -> Any: ...
+
+    async def shutdown(self) -> None: ...
+
+
+CoreT = TypeVar("CoreT", bound=_AsyncClient)
+
+
+class BlockingClient(Generic[CoreT]):
+    """The blocking flavour of an asyncio client: runs it on a private loop thread.
+
+    Subclasses either build their core in ``__init__`` or, when its asyncio primitives must bind to
+    the loop, leave ``_core`` None and override ``_create_core`` (called on the loop by ``start``).
+    """
+
+    _thread_name = "mqcloud-client"
+    _shutdown_timeout = 10.0
+    _core: CoreT | None = None
+    _loop: LoopThread | None = None
+
+    async def _create_core(self) -> CoreT:
+        raise IllegalStateError(f"{type(self).__name__} has no client to start")
+
+    @property
+    def core(self) -> CoreT:
+        if self._core is None:
+            raise IllegalStateError(f"{type(self).__name__} is not started")
+        return self._core
+
+    def start(self) -> Self:
+        if self._loop is not None:
+            return self
+        self._loop = LoopThread(self._thread_name)
+        try:
+            if self._core is None:
+                self._core = self._loop.run(self._create_core())
+            self._loop.run(self._core.start())
+        except BaseException:
+            self.shutdown()
+            raise
+        return self
+
+    def _lt(self) -> LoopThread:
+        if self._loop is None:
+            raise IllegalStateError(f"{type(self).__name__} is not started")
+        return self._loop
+
+    def shutdown(self) -> None:
+        lt, self._loop = self._loop, None
+        if lt is None:
+            return
+        try:
+            if self._core is not None:
+                lt.run(self._core.shutdown(), self._shutdown_timeout)
+        finally:
+            lt.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Sequence
 
 from mqcloud._base import BaseClient, endpoint_of
-from mqcloud._loop import LoopThread
+from mqcloud._loop import BlockingClient
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from mqcloud.backoff import RetryBackoff
@@ -229,7 +229,9 @@ class AsyncProducer(BaseClient):
         raise IllegalStateError("unreachable")  # pragma: no cover
 
 
-class Producer:
+class Producer(BlockingClient[AsyncProducer]):
+    _thread_name = "mqcloud-producer"
+
     """The blocking producer; runs an :class:`AsyncProducer` on a private event-loop thread.
 
     ``send`` blocks, ``send_async`` returns a :class:`concurrent.futures.Future`. Thread-safe.
@@ -244,58 +246,23 @@ class Producer:
         fault_tolerance: LatencyFaultTolerance | None = None,
     ) -> None:
         self._core = AsyncProducer(config, topics, max_attempts=max_attempts, fault_tolerance=fault_tolerance)
-        self._loop: LoopThread | None = None
-
-    @property
-    def core(self) -> AsyncProducer:
-        return self._core
-
-    def start(self) -> Producer:
-        if self._loop is None:
-            self._loop = LoopThread("mqcloud-producer")
-        try:
-            self._loop.run(self._core.start())
-        except BaseException:
-            self.shutdown()
-            raise
-        return self
-
-    def _lt(self) -> LoopThread:
-        if self._loop is None:
-            raise IllegalStateError("producer is not started")
-        return self._loop
 
     def send(
         self, message: Message, transaction: Transaction | None = None, timeout: float | None = None
     ) -> SendReceipt:
-        return self._lt().run(self._core.send(message, transaction), timeout)
+        return self._lt().run(self.core.send(message, transaction), timeout)
 
     def send_async(self, message: Message) -> concurrent.futures.Future[SendReceipt]:
-        return self._lt().submit(self._core.send(message))
+        return self._lt().submit(self.core.send(message))
 
     def send_batch(self, messages: Sequence[Message], timeout: float | None = None) -> list[SendReceipt]:
-        return self._lt().run(self._core.send_batch(messages), timeout)
+        return self._lt().run(self.core.send_batch(messages), timeout)
 
     def begin_transaction(self) -> Transaction:
-        return self._core.begin_transaction()
+        return self.core.begin_transaction()
 
     def commit(self, transaction: Transaction) -> None:
         self._lt().run(transaction.commit())
 
     def rollback(self, transaction: Transaction) -> None:
         self._lt().run(transaction.rollback())
-
-    def shutdown(self) -> None:
-        lt, self._loop = self._loop, None
-        if lt is None:
-            return
-        try:
-            lt.run(self._core.shutdown(), 10)
-        finally:
-            lt.stop()
-
-    def __enter__(self) -> Producer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()

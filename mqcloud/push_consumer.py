@@ -24,14 +24,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Union
 
 from mqcloud._consumer import ConsumerBase
-from mqcloud._loop import LoopThread
+from mqcloud._loop import BlockingClient
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from mqcloud.backoff import RetryBackoff
 from mqcloud.config import ClientConfig, endpoints_key
 from mqcloud.errors import (
     ForbiddenError,
-    IllegalStateError,
     InternalError,
     MQClientError,
     TransportError,
@@ -313,7 +312,10 @@ class AsyncPushConsumer(ConsumerBase):
             self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-class PushConsumer:
+class PushConsumer(BlockingClient[AsyncPushConsumer]):
+    _thread_name = "mqcloud-push-consumer"
+    _shutdown_timeout = 30.0
+
     """Blocking flavour of :class:`AsyncPushConsumer`: ``start()`` returns once receiving has
     begun; the listener runs on a thread pool. Use as a context manager or call ``shutdown()``."""
 
@@ -336,43 +338,7 @@ class PushConsumer:
             "max_cache_message_size_bytes": max_cache_message_size_bytes,
             "invisible_duration": invisible_duration,
         }
-        self._core: AsyncPushConsumer | None = None
-        self._loop: LoopThread | None = None
 
-    @property
-    def core(self) -> AsyncPushConsumer:
-        if self._core is None:
-            raise IllegalStateError("push consumer is not started")
-        return self._core
-
-    def start(self) -> PushConsumer:
-        if self._loop is not None:
-            return self
-        self._loop = LoopThread("mqcloud-push-consumer")
-
-        async def _make() -> AsyncPushConsumer:
-            # created on the loop so its asyncio primitives bind to it
-            return AsyncPushConsumer(*self._args, **self._kwargs)  # type: ignore[arg-type]
-
-        self._core = self._loop.run(_make())
-        try:
-            self._loop.run(self._core.start())
-        except BaseException:
-            self.shutdown()
-            raise
-        return self
-
-    def shutdown(self) -> None:
-        lt, self._loop = self._loop, None
-        if lt is None or self._core is None:
-            return
-        try:
-            lt.run(self._core.shutdown(), 30)
-        finally:
-            lt.stop()
-
-    def __enter__(self) -> PushConsumer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
+    async def _create_core(self) -> AsyncPushConsumer:
+        # created on the loop so its asyncio primitives bind to it
+        return AsyncPushConsumer(*self._args, **self._kwargs)  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ import itertools
 from collections.abc import Mapping
 
 from mqcloud._consumer import ConsumerBase
-from mqcloud._loop import LoopThread
+from mqcloud._loop import BlockingClient
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.config import ClientConfig
 from mqcloud.errors import ForbiddenError, IllegalStateError
@@ -69,7 +69,9 @@ class AsyncSimpleConsumer(ConsumerBase):
         )
 
 
-class SimpleConsumer:
+class SimpleConsumer(BlockingClient[AsyncSimpleConsumer]):
+    _thread_name = "mqcloud-simple-consumer"
+
     """Blocking flavour of :class:`AsyncSimpleConsumer` (runs it on a private event-loop thread)."""
 
     def __init__(
@@ -81,53 +83,18 @@ class SimpleConsumer:
         await_duration: float = 20.0,
     ) -> None:
         self._core = AsyncSimpleConsumer(config, group, subscriptions, await_duration=await_duration)
-        self._loop: LoopThread | None = None
-
-    @property
-    def core(self) -> AsyncSimpleConsumer:
-        return self._core
-
-    def start(self) -> SimpleConsumer:
-        if self._loop is None:
-            self._loop = LoopThread("mqcloud-simple-consumer")
-        try:
-            self._loop.run(self._core.start())
-        except BaseException:
-            self.shutdown()
-            raise
-        return self
-
-    def _lt(self) -> LoopThread:
-        if self._loop is None:
-            raise IllegalStateError("consumer is not started")
-        return self._loop
 
     def receive(self, max_messages: int = 16, invisible_duration: float = 15.0) -> list[MessageView]:
-        return self._lt().run(self._core.receive(max_messages, invisible_duration))
+        return self._lt().run(self.core.receive(max_messages, invisible_duration))
 
     def ack(self, message: MessageView) -> None:
-        self._lt().run(self._core.ack(message))
+        self._lt().run(self.core.ack(message))
 
     def change_invisible_duration(self, message: MessageView, seconds: float) -> None:
-        self._lt().run(self._core.change_invisible_duration(message, seconds))
+        self._lt().run(self.core.change_invisible_duration(message, seconds))
 
     def subscribe(self, topic: str, filter_expression: FilterExpression | str = "*") -> None:
-        self._core.subscribe(topic, filter_expression)
+        self.core.subscribe(topic, filter_expression)
 
     def unsubscribe(self, topic: str) -> None:
-        self._core.unsubscribe(topic)
-
-    def shutdown(self) -> None:
-        lt, self._loop = self._loop, None
-        if lt is None:
-            return
-        try:
-            lt.run(self._core.shutdown(), 10)
-        finally:
-            lt.stop()
-
-    def __enter__(self) -> SimpleConsumer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
+        self.core.unsubscribe(topic)
