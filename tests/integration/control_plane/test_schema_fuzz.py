@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-schemathesis = pytest.importorskip("schemathesis")
+import schemathesis
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
