@@ -67,7 +67,6 @@ class Broker:
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
-    pytest.importorskip("mqcloud.admin_client")
     b = Broker(tmp_path / "broker")
     b.start()
     yield b
