@@ -1,7 +1,11 @@
 """Delivery-semantics benchmarks against a real broker process. Timers: accept rate of N pending
 delay messages, delivery lateness (p50/p99/max) and the broker's RSS growth (/proc/PID/status).
 
-    uv run python bench/semantics_bench.py [--quick] [--count N] [--spread-s S]
+Two latenesses per message: ``reput_lateness`` = store timestamp of the re-put message - due time
+(the broker's scanner alone) and ``lateness`` = receipt at the bench - due time (scanner + receive
+path + the bench's own consumer: 8 receivers, batch 64, one AckMessage per received batch).
+
+    uv run python -m bench.semantics_bench [--quick] [--count N] [--spread-s S] [--json FILE]
 """
 
 from __future__ import annotations
@@ -51,10 +55,11 @@ def delay_message(i: int, deliver_ms: int) -> pb.Message:
     return pb.Message(topic=pb.Resource(name=TOPIC), body=str(deliver_ms).encode(), system_properties=sp)
 
 
-async def timers(target: str, count: int, spread_s: float) -> dict[str, float]:
+async def timers(
+    target: str, count: int, spread_s: float, per_request: int = 256, in_flight: int = 8, receivers: int = 8
+) -> dict[str, float]:
     pid = broker_pid(int(target.rsplit(":", 1)[1]))
     rss0 = rss_kib(pid)
-    per_request, in_flight = 256, 8
     start_at = int(time.time() * 1000) + 5000 + int(count / 20)  # after the sends finish
     async with stub(target) as s:
         requests = [
@@ -81,41 +86,48 @@ async def timers(target: str, count: int, spread_s: float) -> dict[str, float]:
         accept_rate = count / (time.perf_counter() - t0)
         rss_pending = rss_kib(pid)
         sent_done_ms = time.time() * 1000
-        lateness: list[float] = []
+        lateness: list[float] = []  # receipt time - due time, at the bench
+        reput_lateness: list[float] = []  # store time of the re-put message - due time, at the broker
         early = 0
         deadline = time.monotonic() + spread_s + 120
+        acks: set[asyncio.Task[object]] = set()
 
         async def receiver() -> None:
             nonlocal early
+            req = svc.ReceiveMessageRequest(
+                group=pb.Resource(name=GROUP),
+                message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC), id=0),
+                filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"),
+                batch_size=64,
+            )
+            req.invisible_duration.FromSeconds(300)
+            req.long_polling_timeout.FromSeconds(2)
             while len(lateness) < count and time.monotonic() < deadline:
-                req = svc.ReceiveMessageRequest(
-                    group=pb.Resource(name=GROUP),
-                    message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC), id=0),
-                    filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"),
-                    batch_size=64,
-                )
-                req.invisible_duration.FromSeconds(300)
-                req.long_polling_timeout.FromSeconds(2)
-                acks = []
+                entries = []
                 async for r in s.ReceiveMessage(req, timeout=10):
                     if r.WhichOneof("content") == "message":
-                        now = time.time() * 1000
+                        now = time.time() * 1000  # at receipt, before anything else is awaited
+                        sp = r.message.system_properties
                         due = int(r.message.body)
                         lateness.append(now - due)
-                        early += now < due
-                        acks.append(
-                            svc.AckMessageEntry(
-                                message_id=r.message.system_properties.message_id,
-                                receipt_handle=r.message.system_properties.receipt_handle,
-                            )
+                        reput_lateness.append(sp.store_timestamp.ToMilliseconds() - due)
+                        early += now < due or sp.store_timestamp.ToMilliseconds() < due
+                        entries.append(
+                            svc.AckMessageEntry(message_id=sp.message_id, receipt_handle=sp.receipt_handle)
                         )
-                for a in acks:
-                    await s.AckMessage(
-                        svc.AckMessageRequest(group=req.group, topic=req.message_queue.topic, entries=[a])
-                    )
+                if entries:  # one AckMessage per received batch, not awaited before the next receive
+                    topic = req.message_queue.topic
+                    ack = svc.AckMessageRequest(group=req.group, topic=topic, entries=entries)
+                    task = asyncio.ensure_future(s.AckMessage(ack, timeout=60))
+                    acks.add(task)
+                    task.add_done_callback(acks.discard)
 
-        await asyncio.gather(*(receiver() for _ in range(4)))
+        await asyncio.gather(*(receiver() for _ in range(receivers)))
+        for resp in await asyncio.gather(*acks):
+            if resp.status.code not in (pb.Code.OK, pb.Code.MULTIPLE_RESULTS):
+                raise RuntimeError(f"ack failed: {resp.status}")
     lateness.sort()
+    reput_lateness.sort()
     n = len(lateness)
     return {
         "count": count,
@@ -126,6 +138,9 @@ async def timers(target: str, count: int, spread_s: float) -> dict[str, float]:
         "lateness_p50_ms": round(lateness[n // 2]) if n else -1,
         "lateness_p99_ms": round(lateness[int(n * 0.99) - 1]) if n else -1,
         "lateness_max_ms": round(lateness[-1]) if n else -1,
+        "reput_lateness_p50_ms": round(reput_lateness[n // 2]) if n else -1,
+        "reput_lateness_p99_ms": round(reput_lateness[int(n * 0.99) - 1]) if n else -1,
+        "reput_lateness_max_ms": round(reput_lateness[-1]) if n else -1,
         "rss_growth_pending_mib": round((rss_pending - rss0) / 1024, 1),
         "rss_growth_end_mib": round((rss_kib(pid) - rss0) / 1024, 1),
     }
@@ -136,6 +151,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="100k timers instead of 1M")
     parser.add_argument("--count", type=int, default=0)
     parser.add_argument("--spread-s", type=float, default=20.0)
+    parser.add_argument("--per-request", type=int, default=256, help="messages per SendMessage")
+    parser.add_argument("--in-flight", type=int, default=8, help="SendMessage requests at a time")
+    parser.add_argument("--receivers", type=int, default=8, help="concurrent ReceiveMessage loops")
+    parser.add_argument("--json", type=Path, help="also write the result to this file")
     args = parser.parse_args()
     count = args.count or (100_000 if args.quick else 1_000_000)
     with our_broker("async") as target:
@@ -147,9 +166,15 @@ def main() -> None:
                 )
             )
             admin.CreateGroup(admin_pb2.CreateGroupRequest(group=admin_pb2.Group(name=GROUP)))
-        result = asyncio.run(timers(target, count, args.spread_s))
+        result = asyncio.run(
+            timers(target, count, args.spread_s, args.per_request, args.in_flight, args.receivers)
+        )
     result["mode"] = "quick" if args.quick else ("custom" if args.count else "full")
-    print(json.dumps({"timers": result}, indent=2))
+    out = json.dumps({"timers": result}, indent=2)
+    print(out)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(out + "\n")
 
 
 if __name__ == "__main__":
