@@ -10,7 +10,7 @@ from typing import Any
 
 from dataplane.broker import Broker
 from dataplane.errors import BadRequest, BrokerError, IllegalOffset, ok_status, status_of
-from dataplane.filters import parse_filter
+from dataplane.filters import compile_filter
 from dataplane.names import resolve
 from dataplane.services.consume import to_v2_message
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
@@ -83,7 +83,7 @@ async def pull_message(
         _, group = resolve(request.group, header_ns, kind="group")
         broker.group(group)
         ns, topic, qid = _queue(broker, request.message_queue, header_ns)
-        tags = parse_filter(request.filter_expression if request.HasField("filter_expression") else None)
+        flt = compile_filter(request.filter_expression if request.HasField("filter_expression") else None)
         if request.offset < 0:
             raise IllegalOffset("offset must be >= 0")
         batch = request.batch_size or 32
@@ -92,9 +92,11 @@ async def pull_message(
         poll_ms = (
             request.long_polling_timeout.seconds * 1000 + request.long_polling_timeout.nanos // 1_000_000
         )
-        poll_ms = max(
-            min(poll_ms, broker.settings.max_long_polling_ms) - broker.settings.long_polling_margin_ms, 0
-        )
+        poll_ms = min(poll_ms, broker.settings.max_long_polling_ms)
+        # The margin keeps the answer ahead of the client's deadline; it is not taken off the poll.
+        remaining = context.time_remaining() if context is not None else None
+        if remaining is not None:
+            poll_ms = min(poll_ms, max(int(remaining * 1000) - broker.settings.long_polling_margin_ms, 0))
         deadline = time.monotonic() + poll_ms / 1000
         while True:
             waiter = broker.waiter(topic)
@@ -104,9 +106,13 @@ async def pull_message(
                     qid,
                     request.offset,
                     max_count=batch,
-                    tag_filter=set(tags) if tags is not None else None,
+                    tag_filter=set(flt.tags) if flt.tags is not None else None,
                 )
-                if result.messages or time.monotonic() >= deadline or broker.closing:
+                if flt.sql is not None:  # the store filtered nothing; SQL is asked per message
+                    matched = [m for m in result.messages if flt.accepts(m.properties)]
+                    result = result._replace(messages=matched) if matched != result.messages else result
+                progressed = result.next_begin_offset > request.offset  # filtered-out messages passed
+                if result.messages or progressed or time.monotonic() >= deadline or broker.closing:
                     break
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(waiter, max(deadline - time.monotonic(), 0))

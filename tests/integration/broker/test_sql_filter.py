@@ -119,3 +119,44 @@ def test_invalid_sql_refused_at_subscription(admin: BrokerAdminClient, v2: V2) -
     assert next(stream).status.code == pb.Code.OK
     done.set()
     stream.cancel()
+
+
+def test_pull_applies_sql_and_moves_past_non_matching(admin: BrokerAdminClient, v2: V2) -> None:
+    admin.create_topic("orders", namespace="acme", queue_count=1)
+    admin.create_group("g1", namespace="acme")
+    for i in range(6):
+        _send(v2, "orders", {"n": str(i)})
+    mq = pb.MessageQueue(topic=v2.res("orders"), id=0)
+
+    def pull(offset: int, sql: str) -> tuple[list[str], int, float]:
+        request = svc.PullMessageRequest(
+            group=v2.res("g1"),
+            message_queue=mq,
+            offset=offset,
+            batch_size=32,
+            filter_expression=pb.FilterExpression(type=pb.FilterType.SQL, expression=sql),
+        )
+        request.long_polling_timeout.FromSeconds(5)
+        started = time.monotonic()
+        frames = list(v2.stub.PullMessage(request, metadata=v2.md, timeout=15))
+        found = [f.message.user_properties["n"] for f in frames if f.WhichOneof("content") == "message"]
+        return found, frames[-1].next_offset, time.monotonic() - started
+
+    assert pull(0, "n >= 4")[:2] == (["4", "5"], 6)
+    # nothing matches: the answer comes at once with the offset moved past what was read
+    found, next_offset, took = pull(0, "n > 100")
+    assert (found, next_offset) == ([], 6)
+    assert took < 3
+    bad = list(
+        v2.stub.PullMessage(
+            svc.PullMessageRequest(
+                group=v2.res("g1"),
+                message_queue=mq,
+                offset=0,
+                filter_expression=pb.FilterExpression(type=pb.FilterType.SQL, expression="n >"),
+            ),
+            metadata=v2.md,
+            timeout=15,
+        )
+    )
+    assert bad[0].status.code == pb.Code.ILLEGAL_FILTER_EXPRESSION
