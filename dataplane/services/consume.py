@@ -29,6 +29,7 @@ from dataplane.names import dlq_topic, resolve
 from dataplane.pop import InFlight
 from dataplane.receipt import ReceiptHandle
 from dataplane.services import produce as p
+from dataplane.timer.service import P_DELIVER_MS
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 
@@ -99,6 +100,9 @@ def to_v2_message(
     trace = get(p.P_TRACE)
     if trace is not None:
         sp.trace_context = trace
+    deliver_ms = get(P_DELIVER_MS)  # set on delay messages when the timer wheel releases them
+    if deliver_ms is not None and deliver_ms.isdigit():
+        sp.delivery_timestamp.FromMilliseconds(int(deliver_ms))
     if receipt_handle is not None:
         sp.receipt_handle = receipt_handle
     if attempt is not None:

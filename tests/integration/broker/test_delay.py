@@ -59,6 +59,7 @@ def test_delay_message_arrives_at_its_time(admin: BrokerAdminClient, v2: V2) -> 
         assert msg.body == b"later-body"
         assert msg.topic.name == "later" and msg.topic.resource_namespace == "acme"
         assert msg.system_properties.message_type == pb.MessageType.DELAY
+        assert msg.system_properties.delivery_timestamp.ToMilliseconds() == deliver
     assert {m.system_properties.message_id for m, _ in got} == {e.message_id for e in sent.entries}
 
 
