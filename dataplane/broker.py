@@ -15,6 +15,7 @@ from dataplane.metadata import GroupConfig, MetadataStore, TopicConfig
 from dataplane.pop import PopState
 from dataplane.receipt import ReceiptCodec, load_or_create_secret
 from dataplane.timer import RecallCodec, TimerMessageStore
+from dataplane.transaction import TransactionalMessageService, TransactionCheckService, telemetry_sender
 
 __all__ = ("Broker", "authorize")
 
@@ -51,6 +52,8 @@ class Broker:
         self.receipts = ReceiptCodec(load_or_create_secret(settings.data_dir))
         self.recalls = RecallCodec(load_or_create_secret(settings.data_dir))
         self.timers: TimerMessageStore | None = None
+        self.transactions: TransactionalMessageService | None = None
+        self._transaction_checks: TransactionCheckService | None = None
         self.clients = ClientRegistry()
         self.store: Any = _open_store(settings)
         self.pop: PopState | None = None
@@ -69,6 +72,19 @@ class Broker:
                 self.store, self.settings.data_dir / "timer", self.settings.max_delay_ms
             )
             self.timers.start()
+            s = self.settings
+            self.transactions = TransactionalMessageService(
+                self.store,
+                immunity_ms=s.transaction_timeout_ms,
+                check_interval_ms=s.transaction_check_interval_ms,
+                max_backoff_ms=s.transaction_check_max_backoff_ms,
+                max_checks=s.max_transaction_checks,
+            )
+            self.transactions.recover()
+            self._transaction_checks = TransactionCheckService(
+                self.transactions, telemetry_sender(self), tick_ms=min(1000, s.transaction_check_interval_ms)
+            )
+            self._transaction_checks.start(loop)
         self.pop = PopState(
             self.settings.data_dir,
             initial_offset=self._initial_offset,
@@ -92,6 +108,8 @@ class Broker:
     def begin_shutdown(self) -> None:
         """Stop long polls and Telemetry streams so the gRPC grace period is not spent waiting."""
         self.closing = True
+        if self._transaction_checks is not None:
+            self._transaction_checks.stop()
         for topic in list(self._waiters):
             self.wake(topic)
         self.clients.close_streams()
@@ -100,6 +118,10 @@ class Broker:
         if self.pop is not None:
             self.pop.close()
         try:
+            if self._transaction_checks is not None:
+                self._transaction_checks.stop()
+            if self.transactions is not None:
+                self.transactions.commit_progress()
             if self.timers is not None:
                 self.timers.shutdown()
             self.store.consumer_offsets.persist()

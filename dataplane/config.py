@@ -48,6 +48,13 @@ class BrokerSettings(BaseSettings):
     pop_journal_compact_records: int = Field(default=50_000, ge=100)
     # Delay messages: the furthest delivery_timestamp accepted (the timer wheel spans twice this).
     max_delay_ms: int = Field(default=3 * 86_400_000, ge=1000)
+    # Transactions (docs/transactions.md): a half message is checked back once it is this old
+    # (RocketMQ's transactionTimeOut), then every check interval, doubling up to the max backoff;
+    # after max_transaction_checks unanswered checks it is rolled back.
+    transaction_timeout_ms: int = Field(default=6_000, ge=0)
+    transaction_check_interval_ms: int = Field(default=60_000, ge=100)
+    transaction_check_max_backoff_ms: int = Field(default=600_000, ge=100)
+    max_transaction_checks: int = Field(default=15, ge=0)
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> BrokerSettings:

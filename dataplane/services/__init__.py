@@ -15,6 +15,7 @@ from dataplane.errors import NotImplementedYet, ok_status
 from dataplane.services import consume, offsets, produce, route, telemetry
 from dataplane.services.admin import BrokerAdminServicer
 from dataplane.services.base import header_namespace, unary
+from dataplane.transaction.rpc import end_transaction
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from mqcloud.apache.rocketmq.v2 import service_pb2_grpc
 
@@ -96,7 +97,8 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     async def EndTransaction(
         self, request: svc.EndTransactionRequest, context: Any
     ) -> svc.EndTransactionResponse:
-        raise NotImplementedYet("transactions are not supported by this broker yet")
+        authorize(context, "pub", request.topic.name)
+        return await end_transaction(self.broker, request, header_namespace(context))
 
     async def Telemetry(
         self, request_iterator: AsyncIterator[svc.TelemetryCommand], context: Any

@@ -28,6 +28,7 @@ from dataplane.services.route import ACCEPT as _ACCEPT
 from dataplane.store.message import MessageToStore
 from dataplane.store.status import PutMessageStatus
 from dataplane.timer import TIMER_TOPIC, InvalidRecallHandle, RecallHandle, RecallTooLate, to_timer_message
+from dataplane.transaction import HALF_TOPIC, to_half_message
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 
@@ -197,9 +198,13 @@ def build_message(
     deliver_ms = -1
     if mtype == _MT_DELAY or sp.HasField("delivery_timestamp"):
         deliver_ms = _delivery_time(broker, sp, mtype)
-    if mtype == _MT_TRANSACTION:
-        raise NotImplementedYet("transactional messages are not supported by this broker yet")
-    if topic_type not in _STORABLE_TOPIC_TYPES and not (deliver_ms >= 0 and topic_type is TopicType.DELAY):
+    if mtype == _MT_TRANSACTION and broker.transactions is None:
+        raise NotImplementedYet("transactional messages need the commitlog store engine")
+    if (
+        topic_type not in _STORABLE_TOPIC_TYPES
+        and not (deliver_ms >= 0 and topic_type is TopicType.DELAY)
+        and not (mtype == _MT_TRANSACTION and topic_type is TopicType.TRANSACTION)
+    ):
         raise PropertyConflictWithType(f"topic {qualified!r} does not accept {pb.MessageType.Name(mtype)}")  # type: ignore[arg-type]
     properties: dict[str, str] = {}
     user_properties = message.user_properties
@@ -252,6 +257,8 @@ def build_message(
     stored = MessageToStore(qualified, queue_id, body, properties, 0, 0, born_ms if born_ms > 0 else 0, peer)
     if deliver_ms >= 0:
         stored = to_timer_message(stored, deliver_ms)
+    elif mtype == _MT_TRANSACTION:
+        stored = to_half_message(stored)
     return stored, size
 
 
@@ -305,6 +312,27 @@ async def recall_message(
     return svc.RecallMessageResponse(status=OK_STATUS, message_id=handle.message_id)
 
 
+async def _put_halves(broker: Broker, to_store: list[MessageToStore]) -> Any:
+    """Put a batch holding half messages; the check service keeps its offsets until they are registered."""
+    transactions = broker.transactions
+    assert transactions is not None
+    transactions.preparing += 1
+    try:
+        return await broker.store.put_messages_async(to_store)
+    finally:
+        transactions.preparing -= 1
+
+
+def _transaction_ids(broker: Broker, stored: list[MessageToStore], appended: list[Any]) -> list[str]:
+    """Register the stored half messages; one transaction id per message ("" for the others)."""
+    transactions = broker.transactions
+    assert transactions is not None
+    return [
+        transactions.on_prepared(msg, entry) if msg.topic == HALF_TOPIC else ""
+        for msg, entry in zip(stored, appended, strict=True)
+    ]
+
+
 _round_robin: dict[str, int] = {}
 
 
@@ -331,18 +359,23 @@ async def send_message(
     failed = 0
     delayed = False
     handles: Any = None
+    halves = 0
     for message in messages:
         try:
             stored = build_message(broker, message, header_ns, born, topics)[0]
             to_store.append(stored)
             delayed = delayed or stored.topic == TIMER_TOPIC
+            halves += stored.topic == HALF_TOPIC
             built.append((stored.properties[P_UNIQ], stored))
         except BrokerError as exc:
             built.append((message.system_properties.message_id, status_of(exc)))
             failed += 1
     entry_cls = svc.SendResultEntry
     if to_store:
-        result = await broker.store.put_messages_async(to_store)
+        if halves:
+            result = await _put_halves(broker, to_store)
+        else:
+            result = await broker.store.put_messages_async(to_store)
         if result.status is not PutMessageStatus.PUT_OK:
             if result.status == PutMessageStatus.FLUSH_DISK_TIMEOUT:
                 err = pb.Status(code=pb.Code.MASTER_PERSISTENCE_TIMEOUT, message="flush to disk timed out")
@@ -354,6 +387,7 @@ async def send_message(
             _count_in(to_store)
             if delayed:
                 handles = iter(_recall_handles(broker, to_store, result.entries))
+            tx_ids = iter(_transaction_ids(broker, to_store, result.entries) if halves else ())
             if not failed:
                 entries = [
                     entry_cls(message_id=mid, status=OK_STATUS, offset=appended.queue_offset)
@@ -362,6 +396,9 @@ async def send_message(
                 if delayed:
                     for entry in entries:
                         entry.recall_handle = next(handles)
+                if halves:
+                    for entry in entries:
+                        entry.transaction_id = next(tx_ids)
                 return svc.SendMessageResponse(status=OK_STATUS, entries=entries)
             offsets = iter(result.entries)
             built = [
@@ -375,6 +412,8 @@ async def send_message(
             entries.append(entry_cls(message_id=mid, status=OK_STATUS, offset=item))
             if delayed:
                 entries[-1].recall_handle = next(handles)
+            if halves:
+                entries[-1].transaction_id = next(tx_ids)
         else:
             entries.append(entry_cls(message_id=mid, status=item))
             if first_failure is None:
