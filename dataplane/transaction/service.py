@@ -143,8 +143,8 @@ class TransactionalMessageService:
         self.max_checks = max_checks
         self._clock = clock
         self.pending: dict[int, Pending] = {}
-        # recently resolved: half offset -> COMMIT/ROLLBACK (idempotent EndTransaction)
-        self.resolved: OrderedDict[int, str] = OrderedDict()
+        # recently resolved: half offset -> (COMMIT/ROLLBACK, message id) (idempotent EndTransaction)
+        self.resolved: OrderedDict[int, tuple[str, str]] = OrderedDict()
         self._op_max = 0  # op-queue offsets below this are written
         self._half_max = 0  # half-queue offsets below this are registered
         # SendMessage calls between storing half messages and registering them (on_prepared):
@@ -196,7 +196,7 @@ class TransactionalMessageService:
             else:
                 if pending is not None:
                     del self.pending[half]
-                self._remember(half, kind)
+                self._remember(half, kind, props.get(PROPERTY_UNIQ_KEY, ""))
         logger.info("transactions: %d pending after recovery", len(self.pending))
 
     def _add(
@@ -219,8 +219,8 @@ class TransactionalMessageService:
             store_ms + self.immunity_ms,
         )
 
-    def _remember(self, offset: int, kind: str) -> None:
-        self.resolved[offset] = kind
+    def _remember(self, offset: int, kind: str, message_id: str) -> None:
+        self.resolved[offset] = (kind, message_id)
         if len(self.resolved) > _RESOLVED_MAX:
             self.resolved.popitem(last=False)
 
@@ -244,13 +244,13 @@ class TransactionalMessageService:
             raise TransactionError(f"malformed transaction id {transaction_id[:64]!r}") from exc
         pending = self.pending.get(offset)
         if pending is None:
-            done = self.resolved.get(offset)
-            if done == resolution:
-                return None
-            if done is not None:
+            done, done_id = self.resolved.get(offset, ("", ""))
+            if done and done_id == message_id:
+                if done == resolution:
+                    return None
                 raise TransactionError(f"transaction {transaction_id} was already resolved with {done}")
             raise TransactionError(f"unknown transaction id {transaction_id}")
-        if pending.real_topic != topic or (message_id and pending.message_id != message_id):
+        if pending.real_topic != topic or pending.message_id != message_id:
             raise TransactionError(f"transaction {transaction_id} does not belong to this topic/message")
         return pending
 
@@ -266,7 +266,7 @@ class TransactionalMessageService:
     async def _resolve(self, pending: Pending, kind: str) -> None:
         # Taken out of the pending set before the await: a concurrent end or check sees it resolved.
         del self.pending[pending.offset]
-        self._remember(pending.offset, kind)
+        self._remember(pending.offset, kind, pending.message_id)
         try:
             msgs = [_op(kind, pending)]
             if kind == COMMIT:
