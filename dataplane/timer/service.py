@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,15 @@ from dataplane.store.status import GetMessageStatus, PutMessageStatus
 from dataplane.timer.checkpoint import TimerCheckpoint
 from dataplane.timer.recall import RecallHandle
 from dataplane.timer.scanner import read_slot
-from dataplane.timer.timer_log import MAGIC_DELETE, MAGIC_ENTRY, RECORD_SIZE, TimerLog, TimerRecord
+from dataplane.timer.timer_log import (
+    _CRC,
+    MAGIC_DELETE,
+    MAGIC_ENTRY,
+    RECORD,
+    RECORD_SIZE,
+    TimerLog,
+    TimerRecord,
+)
 from dataplane.timer.wheel import Slot, TimerWheel
 
 __all__ = (
@@ -58,7 +67,7 @@ P_TIMER_OUT_MS = "TIMER_OUT_MS"
 P_TIMER_DEL_OFFSET = "TIMER_DEL_OFFSET"
 P_DELIVER_MS = "__STARTDELIVERTIME"
 _DISPATCH_BATCH = 1024
-_PUT_BATCH = 256
+_PUT_BATCH = 512
 
 
 class RecallTooLate(Exception):
@@ -292,27 +301,38 @@ class TimerMessageStore:
         return len(result.messages)
 
     def _append(self, records: list[tuple[int, int, int, int]]) -> None:
-        """Write records (magic, cl offset, deliver ms, queue offset), then link them into the wheel."""
+        """Write records (magic, cl offset, deliver ms, queue offset), then link them into the wheel.
+
+        One write for the batch and one wheel update per second it touches (not per record)."""
         log, wheel = self.log, self.wheel
         assert log is not None and wheel is not None
-        newest: dict[int, int] = {}
-        links = []
+        touched: dict[int, list[int]] = {}  # second -> [first pos, last pos, linked]
         chunks = []
         pos = log.end
+        pack, crc32, size = RECORD.pack, zlib.crc32, RECORD_SIZE
+        floor = self._next_second
+        ceiling = self._delivered_second + self.slot_count - 1
         for magic, cl_offset, deliver_ms, queue_offset in records:
-            second = self._slot_second(deliver_ms)
-            prev = newest.get(second)
-            if prev is None:
-                prev = wheel.get(second).last_pos
-            chunks.append(TimerRecord(magic, prev, cl_offset, deliver_ms, second, queue_offset).encode())
-            newest[second] = pos
-            links.append((second, pos))
-            pos += RECORD_SIZE
+            # never a second the scanner has read; never beyond the wheel's span
+            second = min(max(deliver_ms // 1000, floor), ceiling)
+            slot = touched.get(second)
+            if slot is None:
+                old = wheel.get(second)
+                prev = old.last_pos
+                touched[second] = [old.first_pos if old.first_pos >= 0 else pos, pos, old.linked + 1]
+            else:
+                prev = slot[1]
+                slot[1] = pos
+                slot[2] += 1
+            head = pack(size, magic, prev, cl_offset, deliver_ms, second, queue_offset)
+            chunks.append(head)
+            chunks.append(_CRC.pack(crc32(head)))
+            pos += size
         if not chunks:
             return
         log.append(b"".join(chunks))  # the log first: the wheel never points past it
-        for second, at in links:
-            wheel.link(second, at)
+        for second, (first, last, linked) in touched.items():
+            wheel.put(Slot(second, first, last, linked))
 
     #
     # Scan: wheel second -> re-put to the real topic
@@ -321,10 +341,14 @@ class TimerMessageStore:
     def _scan_loop(self) -> None:
         while self._running:
             try:
-                if time.monotonic() - self._last_checkpoint >= self.checkpoint_interval_ms / 1000:
-                    self.checkpoint()
                 second = self._next_second
-                wait_ms = second * 1000 - self._now_ms()
+                wait_ms = second * 1000 - self._now_ms()  # absolute: no drift from the work done
+                since = time.monotonic() - self._last_checkpoint
+                interval = self.checkpoint_interval_ms / 1000
+                # checkpoint (fsyncs) in the slack before a second starts, not when it is due
+                if since >= interval and (wait_ms > 200 or since >= 3 * interval):
+                    self.checkpoint()
+                    continue
                 if wait_ms > 0:
                     self._scan_wake.wait(min(wait_ms, self.checkpoint_interval_ms) / 1000)
                     self._scan_wake.clear()

@@ -98,6 +98,11 @@ class TimerLog:
             return None
         return TimerRecord.decode(os.pread(self._fd, RECORD_SIZE, pos))
 
+    def read_block(self, pos: int, size: int) -> bytes:
+        """Raw bytes ``[pos, pos + size)`` clipped to the end (several records in one read)."""
+        size = min(size, self.end - pos)
+        return os.pread(self._fd, size, pos) if size > 0 and pos >= 0 else b""
+
     def scan(self, start: int, chunk: int = 4096) -> Iterator[tuple[int, TimerRecord | None]]:
         """(pos, record) from ``start`` to the end of the file; a None record ends the valid part."""
         size = os.fstat(self._fd).st_size
