@@ -46,11 +46,9 @@ def fifo_queue(queues: Sequence[pb.MessageQueue], message_group: str) -> pb.Mess
 
 
 class Transaction:
-    """A local transaction: messages sent with it stay invisible until :meth:`commit`.
-
-    The API is in place, but the broker does not implement transactions yet: commit and rollback
-    raise :class:`~mqcloud.errors.UnsupportedError` (NOT_IMPLEMENTED) until it does.
-    """
+    """A local transaction: the message sent with it stays invisible until :meth:`commit`;
+    :meth:`rollback` discards it. An unresolved one is checked back by the broker (the SDK does not
+    answer those checks yet, so the broker rolls it back after its maximum number of checks)."""
 
     def __init__(self, producer: AsyncProducer) -> None:
         self._producer = producer

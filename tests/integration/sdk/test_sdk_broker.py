@@ -237,3 +237,23 @@ def test_push_consumer_byte_bound(env: Env) -> None:
     # drained below the bound, receiving resumes one estimated message at a time.
     first_below = next(i for i, b in enumerate(peaks) if b <= 3000)
     assert max(peaks[first_below:]) <= 3000 + 1000
+
+
+def test_transaction_commit_delivers_and_rollback_discards(env: Env) -> None:
+    topic = env.new_topic("TRANSACTION")
+    group = env.new_group()
+    with (
+        Producer(env.config, [topic]) as p,
+        SimpleConsumer(env.config, group, {topic: "*"}, await_duration=1) as c,
+    ):
+        committed = p.begin_transaction()
+        kept = p.send(Message(topic, b"keep", tag="tx"), transaction=committed)
+        rolled_back = p.begin_transaction()
+        p.send(Message(topic, b"drop"), transaction=rolled_back)
+        assert kept.transaction_id
+        assert c.receive(16, 15) == []  # half messages are invisible
+        p.commit(committed)
+        p.rollback(rolled_back)
+        got = _drain(c, 1, deadline_s=10)
+        assert [(m.message_id, m.body, m.tag) for m in got] == [(kept.message_id, b"keep", "tx")]
+        assert c.receive(16, 15) == []  # the rolled-back one never arrives
