@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import IntegrityError
+from django.db import DataError, IntegrityError
 from django.db.models import ProtectedError
 from django.http import Http404
 from rest_framework import status
@@ -51,6 +51,10 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         return Response(error_body(ErrorCode.PROTECTED, message), status=status.HTTP_409_CONFLICT)
     if isinstance(exc, OverflowError):  # a filter value past the database's integer range
         return Response(error_body(ErrorCode.INVALID, "A number is out of range."), status=400)
+    if isinstance(exc, DataError):  # a value Python accepts but the database cannot store or compare
+        return Response(
+            error_body(ErrorCode.INVALID, "A value is out of the range the database accepts."), status=400
+        )
     if isinstance(exc, IntegrityError):
         return Response(
             error_body(ErrorCode.CONFLICT, "The change conflicts with another object; reload and retry."),
