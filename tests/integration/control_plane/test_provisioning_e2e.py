@@ -8,8 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from tenants.services.provisioning import reconcile_brokers
-
-from .conftest import Broker
+from tests.integration.broker.conftest import BrokerProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -25,7 +24,7 @@ def _topics(endpoint: str) -> dict[str, int]:
 
 
 def test_api_provisions_a_real_broker_and_reconcile_restores_it(
-    broker: Broker, operator_client: APIClient
+    broker: BrokerProcess, operator_client: APIClient
 ) -> None:
     api = operator_client
     # given: a registered broker and a tenant
@@ -37,7 +36,7 @@ def test_api_provisions_a_real_broker_and_reconcile_restores_it(
     ).json()
     node = api.post(
         "/api/v1/broker-nodes/",
-        {"group": group["id"], "name": "broker-a-0", "endpoint": broker.endpoint},
+        {"group": group["id"], "name": "broker-a-0", "endpoint": broker.target},
         format="json",
     )
     assert node.status_code == 201, node.content
@@ -51,27 +50,27 @@ def test_api_provisions_a_real_broker_and_reconcile_restores_it(
     created = api.post("/api/v1/consumer-groups/", {"tenant": tenant["id"], "name": "billing"}, format="json")
     assert created.status_code == 201, created.content
     # then: the broker serves it and the API says so
-    assert _topics(broker.endpoint).get("acme%orders") == 4
+    assert _topics(broker.target).get("acme%orders") == 4
     assert api.get(f"/api/v1/topics/{topic.json()['id']}/").json()["status"] == "active"
 
     # when: the broker loses its configuration (rebuilt empty) and reconcile runs
     broker.stop()
     shutil.rmtree(broker.data_dir)
     broker.start()
-    assert "acme%orders" not in _topics(broker.endpoint)
+    assert "acme%orders" not in _topics(broker.target)
     report = reconcile_brokers()
     # then
     assert report.nodes_ok == 1
-    assert _topics(broker.endpoint).get("acme%orders") == 4
+    assert _topics(broker.target).get("acme%orders") == 4
     from mqcloud.admin_client import BrokerAdminClient
 
-    with BrokerAdminClient(broker.endpoint) as client:
+    with BrokerAdminClient(broker.target) as client:
         assert "acme%billing" in {
             g.name if "%" in g.name else f"{g.namespace}%{g.name}" for g in client.list_groups()
         }
 
     # deleting through the API removes it from the broker
     assert api.delete(f"/api/v1/topics/{topic.json()['id']}/").status_code == 202
-    assert "acme%orders" not in _topics(broker.endpoint)
+    assert "acme%orders" not in _topics(broker.target)
     events = api.get("/api/v1/audit-events/?object_type=topic").json()
     assert {e["action"] for e in events["results"]} == {"create", "delete"}

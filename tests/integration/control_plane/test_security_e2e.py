@@ -13,8 +13,7 @@ from rest_framework.test import APIClient
 from mqcloud import ClientConfig, Credentials, Message, Producer, SimpleConsumer
 from mqcloud.admin_client import BrokerAdminClient, quota_limits
 from tenants.services.provisioning import reconcile_brokers
-
-from .conftest import Broker
+from tests.integration.broker.conftest import BrokerProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -56,7 +55,7 @@ def _send_and_receive(endpoint: str, access_key: str, secret: str, body: bytes) 
 
 
 def test_api_provisions_keys_acls_quotas_and_the_sdk_works_and_reconcile_restores_all(
-    broker: Broker, operator_client: APIClient
+    broker: BrokerProcess, operator_client: APIClient
 ) -> None:
     api = operator_client
     # given: a registered broker
@@ -69,7 +68,7 @@ def test_api_provisions_keys_acls_quotas_and_the_sdk_works_and_reconcile_restore
     _created(
         api.post(
             "/api/v1/broker-nodes/",
-            {"group": group["id"], "name": "broker-a-0", "endpoint": broker.endpoint},
+            {"group": group["id"], "name": "broker-a-0", "endpoint": broker.target},
             format="json",
         )
     )
@@ -108,7 +107,7 @@ def test_api_provisions_keys_acls_quotas_and_the_sdk_works_and_reconcile_restore
         )
     )
     # then: the broker holds them all, and the API says they are active
-    state = _broker_state(broker.endpoint)
+    state = _broker_state(broker.target)
     assert state["topics"] == {"acme%orders": 2}
     assert state["groups"] == {"acme%billing"}
     assert state["keys"] == {key["access_key"]: (key["secret_key"], "acme")}
@@ -121,19 +120,19 @@ def test_api_provisions_keys_acls_quotas_and_the_sdk_works_and_reconcile_restore
         assert {r["status"] for r in rows} == {"active"}, (path, rows)
 
     # and: our SDK sends to the topic and receives + acks with the tenant's key
-    _send_and_receive(broker.endpoint, key["access_key"], key["secret_key"], b"first")
+    _send_and_receive(broker.target, key["access_key"], key["secret_key"], b"first")
 
     # when: the broker loses its whole data dir and reconcile runs
     broker.stop()
     shutil.rmtree(broker.data_dir)
     broker.start()
-    assert _broker_state(broker.endpoint)["keys"] == {}
+    assert _broker_state(broker.target)["keys"] == {}
     report = reconcile_brokers()
     # then: topic, group, key (with its secret), ACL and quotas are all back
     assert report.nodes_ok == 1 and report.nodes_unreachable == 0
-    assert _broker_state(broker.endpoint) == state
-    _send_and_receive(broker.endpoint, key["access_key"], key["secret_key"], b"after-rebuild")
+    assert _broker_state(broker.target) == state
+    _send_and_receive(broker.target, key["access_key"], key["secret_key"], b"after-rebuild")
 
     # revoking the key removes it from the broker
     assert api.post(f"/api/v1/access-keys/{key['id']}/revoke/").status_code == 200
-    assert _broker_state(broker.endpoint)["keys"] == {}
+    assert _broker_state(broker.target)["keys"] == {}

@@ -5,24 +5,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from mqcloud import ClientConfig
 from mqcloud.admin_client import BrokerAdminClient
-from tests.conftest import free_port
 from tests.integration.broker.conftest import BrokerProcess
 
 NAMESPACE = "sdk"
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path / "broker", free_port())
-    process.start()
-    yield process
-    process.kill()
 
 
 @dataclass
