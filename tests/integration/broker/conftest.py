@@ -19,9 +19,9 @@ from mqcloud.admin_client import BrokerAdminClient
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from mqcloud.apache.rocketmq.v2 import service_pb2_grpc
-from tests.conftest import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
+TEST_SEGMENT_BYTES = 16 << 20
 
 
 class BrokerProcess:
@@ -57,7 +57,14 @@ class BrokerProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env={**os.environ, "MQ_BROKER_GRACE_SECONDS": "2", "COLUMNS": "200"},
+            env={
+                **os.environ,
+                "MQ_BROKER_GRACE_SECONDS": "2",
+                # Segments are zero-filled when created: 1 GiB per broker start would fill the disk
+                # over a full run (pytest keeps three runs' tmp dirs).
+                "MQ_BROKER_COMMIT_LOG_SEGMENT_BYTES": str(TEST_SEGMENT_BYTES),
+                "COLUMNS": "200",
+            },
         )
         ready = threading.Event()
 
@@ -83,14 +90,6 @@ class BrokerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path / "broker", free_port())
-    process.start()
-    yield process
-    process.kill()
 
 
 class V2:

@@ -40,6 +40,7 @@ def test_children_die_with_a_killed_supervisor(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     http_port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    env["MQ_BROKER_COMMIT_LOG_SEGMENT_BYTES"] = str(16 << 20)  # not 1 GiB zero-filled per test
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -83,6 +84,7 @@ def test_standalone_serves_and_stops_cleanly(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     http_port, broker_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    env["MQ_BROKER_COMMIT_LOG_SEGMENT_BYTES"] = str(16 << 20)  # not 1 GiB zero-filled per test
     proc = subprocess.Popen(
         [
             sys.executable,
