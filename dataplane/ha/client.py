@@ -1,0 +1,146 @@
+"""HAClient: the replica side of replication (RocketMQ's ``AutoSwitchHAClient``).
+
+Connects to the master's replication port, says HELLO with its epoch list and max offset, truncates
+its CommitLog to the consistent point the master answers (dropping a divergent tail), adopts the
+master's epoch list, then appends every DATA frame with ``MessageStore.append_raw`` (which builds
+the ConsumeQueue and IndexFile entries) and REPORTs its new max offset. META frames carry topic and
+group configuration and consumer offsets. On any error it reconnects after a short backoff until
+:meth:`stop`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from dataplane.ha.epoch import EpochEntry, EpochFileCache
+from dataplane.ha.framing import (
+    DATA_HEADER,
+    REPORT,
+    FrameError,
+    FrameType,
+    read_frame,
+    write_frame,
+    write_json,
+)
+from dataplane.store.errors import StoreError
+
+__all__ = ("HAClient",)
+
+logger = logging.getLogger(__name__)
+
+
+class HAClient:
+    """Follows one master until stopped."""
+
+    def __init__(
+        self,
+        store: Any,
+        epochs: EpochFileCache,
+        group: str,
+        node: str,
+        master_address: str,
+        apply_meta: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.epochs = epochs
+        self.group = group
+        self.node = node
+        self.master_address = master_address
+        self.apply_meta = apply_meta
+        self.master_max = 0
+        self.connected = False
+        self.last_data = 0.0  # monotonic time of the last frame from the master
+        self._task: asyncio.Task[None] | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if self._writer is not None:
+            self._writer.close()
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _run(self) -> None:
+        backoff = 0.05
+        while True:
+            try:
+                await self._follow()
+                backoff = 0.05
+            except (OSError, asyncio.IncompleteReadError, TimeoutError, FrameError, ValueError) as exc:
+                logger.info("replication from %s: %s", self.master_address, exc or type(exc).__name__)
+            except StoreError:
+                logger.exception("replication from %s: the store refused the data", self.master_address)
+            finally:
+                self.connected = False
+                if self._writer is not None:
+                    self._writer.close()
+                    self._writer = None
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
+    async def _follow(self) -> None:
+        host, _, port = self.master_address.rpartition(":")
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 3)
+        self._writer = writer
+        store = self.store
+        write_json(
+            writer,
+            FrameType.HELLO,
+            {
+                "group": self.group,
+                "node": self.node,
+                "epochs": [list(e) for e in self.epochs.entries],
+                "max_offset": store.max_physical_offset,
+            },
+        )
+        await writer.drain()
+        kind, payload = await asyncio.wait_for(read_frame(reader), 10)
+        if kind is FrameType.REFUSE:
+            raise FrameError(f"master refused: {payload.decode(errors='replace')}")
+        if kind is not FrameType.WELCOME:
+            raise FrameError(f"expected WELCOME, found {kind.name}")
+        welcome = json.loads(payload)
+        start = int(welcome["start"])
+        if start < store.max_physical_offset:
+            logger.warning(
+                "truncating the CommitLog from %d to %d (not on the master of epoch %s)",
+                store.max_physical_offset,
+                start,
+                welcome.get("epoch"),
+            )
+            store.truncate_to(start)
+        self.epochs.replace(EpochEntry(int(e), int(s)) for e, s in welcome["epochs"])
+        write_frame(writer, FrameType.REPORT, REPORT.pack(store.max_physical_offset))
+        await writer.drain()
+        self.connected = True
+        logger.info("following %s from offset %d", self.master_address, store.max_physical_offset)
+        while True:
+            kind, payload = await asyncio.wait_for(read_frame(reader), 10)
+            self.last_data = time.monotonic()
+            if kind is FrameType.DATA:
+                offset, self.master_max = DATA_HEADER.unpack_from(payload)
+                data = payload[DATA_HEADER.size :]
+                if data:
+                    if offset != store.max_physical_offset:
+                        raise FrameError(f"DATA at {offset}, expected {store.max_physical_offset}")
+                    store.append_raw(offset, data)
+                write_frame(writer, FrameType.REPORT, REPORT.pack(store.max_physical_offset))
+                await writer.drain()
+            elif kind is FrameType.META:
+                if self.apply_meta is not None:
+                    self.apply_meta(json.loads(payload))
+            elif kind is FrameType.REFUSE:
+                raise FrameError(f"master refused: {payload.decode(errors='replace')}")
+            else:
+                raise FrameError(f"unexpected {kind.name} from the master")

@@ -1,0 +1,1 @@
+"""Generated protobuf stubs (scripts/gen_proto.py); do not edit."""
