@@ -12,7 +12,8 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from dataplane.store.errors import CorruptRecordError, OffsetMovedError, StoreError
+from dataplane.store.errors import BodyCrcError, CorruptRecordError, OffsetMovedError, StoreError
+from dataplane.store.mapped_file import MappedFile
 from dataplane.store.mapped_file_queue import MappedFileQueue
 from dataplane.store.message import MessageToStore, StoredMessage
 from dataplane.store.record import (
@@ -44,6 +45,19 @@ class AppendBatch:
         self.end_offset = end_offset
 
 
+def _written_extent(mf: MappedFile) -> int:
+    """Length of ``mf`` up to its last non-zero byte (read backwards in 1 MiB steps)."""
+    end = mf.file_size
+    step = 1 << 20
+    while end > 0:
+        begin = max(0, end - step)
+        chunk = mf.mm[begin:end].rstrip(b"\0")
+        if chunk:
+            return begin + len(chunk)
+        end = begin
+    return 0
+
+
 class CommitLog:
     """Append, read and recover the CommitLog.
 
@@ -62,6 +76,11 @@ class CommitLog:
         # next queue offset per (topic, queue id): RocketMQ's topicQueueTable
         self.queue_offsets: dict[tuple[str, int], int] = {}
         self.check_crc_on_read = False
+        # Filled by recover(): records whose body failed its CRC (never served), and what a
+        # truncation at a damaged record threw away.
+        self.corrupt_offsets: set[int] = set()
+        self.truncation_reason = ""
+        self.dropped_bytes = 0
 
     def load(self) -> None:
         self.queue.load()
@@ -80,6 +99,19 @@ class CommitLog:
 
     def append(self, msgs: Sequence[MessageToStore], store_timestamp: int) -> AppendBatch:
         """Append ``msgs`` in order, rolling to new segments as needed (caller holds the put lock)."""
+        start = self.max_offset
+        try:
+            return self._append(msgs, store_timestamp)
+        except OSError:
+            # A failed write (ENOSPC, EIO) must not leave half a batch behind: drop every byte from
+            # the batch's start so neither readers nor recovery ever see part of it.
+            try:
+                self.queue.truncate(start)
+            except OSError:
+                logger.exception("could not roll back a failed append at %d", start)
+            raise
+
+    def _append(self, msgs: Sequence[MessageToStore], store_timestamp: int) -> AppendBatch:
         offsets = dict(self.queue_offsets)
         placements: list[tuple[int, int, int, int]] = []
         index = 0
@@ -149,7 +181,7 @@ class CommitLog:
                 physical_offset - mf.file_from_offset,
                 mf.wrote_position,
                 self.msg_id_prefix,
-                self.check_crc_on_read,
+                self.check_crc_on_read or physical_offset in self.corrupt_offsets,
             )
         except ValueError as exc:  # mmap closed by retention after find()
             if isinstance(exc, CorruptRecordError):
@@ -214,8 +246,14 @@ class CommitLog:
             while pos < limit:
                 try:
                     res = check_record(mf.mm, pos, limit)
+                except BodyCrcError as exc:
+                    # framing intact, body damaged: keep its place, never serve it
+                    res = exc.request  # type: ignore[assignment]
+                    self.corrupt_offsets.add(mf.file_from_offset + pos)
+                    logger.error("recovery: %s; the message is dropped, the records after it kept", exc)
                 except CorruptRecordError as exc:
                     if mf.mm[pos : pos + 4] != b"\0\0\0\0":
+                        self.truncation_reason = str(exc)
                         logger.warning(
                             "recovery: torn or corrupt tail at %d: %s", mf.file_from_offset + pos, exc
                         )
@@ -225,11 +263,10 @@ class CommitLog:
                     pos = limit
                     break
                 if res.physical_offset != mf.file_from_offset + pos:
-                    logger.warning(
-                        "recovery: record at %d says PHYSICALOFFSET %d; truncating",
-                        mf.file_from_offset + pos,
-                        res.physical_offset,
+                    self.truncation_reason = (
+                        f"record at {mf.file_from_offset + pos} says PHYSICALOFFSET {res.physical_offset}"
                     )
+                    logger.warning("recovery: %s; truncating", self.truncation_reason)
                     break
                 requests.append(res)
                 pos += res.size
@@ -240,6 +277,16 @@ class CommitLog:
             if pos + END_FILE_MIN_BLANK_LENGTH > limit and not reached_marker:
                 break
             mf = queue.find(end)
+        later = [f for f in queue.files if f.file_from_offset > end]
+        if later and not self.truncation_reason:
+            self.truncation_reason = f"{len(later)} segment(s) after a gap at {end}"
+        if self.truncation_reason:
+            # what the truncation throws away: written (non-zero) bytes at and after `end`
+            self.dropped_bytes = sum(
+                max(0, f.file_from_offset + _written_extent(f) - max(end, f.file_from_offset))
+                for f in queue.files
+                if f.file_from_offset + self.file_size > end
+            )
         queue.truncate(end)
         queue.set_positions(end)
         return end

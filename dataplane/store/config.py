@@ -28,6 +28,12 @@ class MessageStoreConfig:
     sync_flush_timeout_ms: int = 5000
     file_reserved_time_hours: float = 72
     disk_max_used_ratio: float = 0.75
+    # Puts are refused (DISK_FULL) while the store's file system is fuller than this ratio or has
+    # less than disk_min_free_bytes free (RocketMQ's diskSpaceWarningLevelRatio). The free margin
+    # keeps room for the sparse IndexFile and new ConsumeQueue files, whose writes go through mmap
+    # and would fault (SIGBUS) rather than fail cleanly on a full disk.
+    disk_full_ratio: float = 0.95
+    disk_min_free_bytes: int = 64 << 20
     store_host: tuple[str, int] = ("127.0.0.1", 10911)
     # ASYNC_FLUSH also flushes as soon as this many 4 KiB pages are dirty (RocketMQ flushLeastPages).
     flush_least_pages: int = 1024
@@ -44,12 +50,18 @@ class MessageStoreConfig:
     flush_consumer_offset_interval_ms: int = 5000
     # Check the CRC of every record read (RocketMQ checkCRCOnRecover applies to recovery only).
     check_crc_on_read: bool = False
+    # Start-up re-verifies (CRC) at least this many bytes before the checkpoint, from a segment
+    # start, so a bit flip or truncation there is found (RocketMQ checks the last three files);
+    # -1 verifies the whole CommitLog.
+    recovery_verify_bytes: int = 256 << 20
 
     def __post_init__(self) -> None:
         self.store_dir = Path(self.store_dir)
         self.flush_disk_type = FlushDiskType(self.flush_disk_type)
         if self.mapped_file_size_commit_log < 4096:
             raise ValueError("mapped_file_size_commit_log must be at least 4096 bytes")
+        if not 0 < self.disk_full_ratio <= 1:
+            raise ValueError("disk_full_ratio must be in (0, 1]")
         if self.consume_queue_entries_per_file < 1:
             raise ValueError("consume_queue_entries_per_file must be positive")
         if self.max_message_size > self.mapped_file_size_commit_log - 8:

@@ -65,6 +65,17 @@ class ConsumerOffsetManager:
         with self._lock:
             return dict(self._table.get((group, topic), {}))
 
+    def snapshot(self) -> dict[tuple[str, str], dict[int, int]]:
+        """A copy of the whole table (HA: the master ships it to its replicas)."""
+        with self._lock:
+            return {key: dict(queues) for key, queues in self._table.items()}
+
+    def replace(self, table: dict[tuple[str, str], dict[int, int]]) -> None:
+        """Replace the whole table (HA: a replica applies its master's snapshot)."""
+        with self._lock:
+            self._table = {key: dict(queues) for key, queues in table.items()}
+            self._dirty = True
+
     def remove_group(self, group: str) -> None:
         with self._lock:
             for key in [k for k in self._table if k[0] == group]:

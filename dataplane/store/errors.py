@@ -7,6 +7,7 @@ Every error derives from :class:`StoreError`. Class attributes describe behaviou
 from __future__ import annotations
 
 __all__ = (
+    "BodyCrcError",
     "CorruptRecordError",
     "InvalidTopicError",
     "OffsetMovedError",
@@ -28,6 +29,18 @@ class CorruptRecordError(StoreError):
 
     The message always names what was expected and what was found, and where.
     """
+
+
+class BodyCrcError(CorruptRecordError):
+    """A well-framed record whose body fails its CRC; ``request`` describes the record's place.
+
+    Recovery keeps such a record's place (queue offsets stay consecutive) and marks it unreadable
+    instead of truncating the valid records after it.
+    """
+
+    def __init__(self, message: str, request: object) -> None:
+        super().__init__(message)
+        self.request = request
 
 
 class InvalidTopicError(StoreError, ValueError):

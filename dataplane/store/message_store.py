@@ -8,7 +8,9 @@ presence at start means the last stop was not clean) and ``lock`` (one process p
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
+import json
 import logging
 import os
 import threading
@@ -66,6 +68,11 @@ class MessageStore(StoreReader):
         self._lock_fd: int | None = None
         self._last_ts = 0
         self._checkpointed: tuple[int, int] = (-1, -1)
+        self._disk_checked_at = 0.0
+        self.recovery_report: dict[str, object] = {}
+        self._disk_full = False
+        # False on an HA replica: local puts are refused (only append_raw writes), RocketMQ's SLAVE role.
+        self.writable = True
 
     #
     # Lifecycle
@@ -125,6 +132,11 @@ class MessageStore(StoreReader):
         self.index.load()
         start = checkpoint.dispatch_offset if checkpoint is not None else commit_log.min_offset
         start = min(max(start, commit_log.min_offset), commit_log.max_offset)
+        verify = self.config.recovery_verify_bytes
+        if verify:
+            verify_from = commit_log.min_offset if verify < 0 else max(commit_log.min_offset, start - verify)
+            # segments start on record boundaries: re-scan (and re-dispatch) from one
+            start = max(min(start, verify_from - verify_from % commit_log.file_size), commit_log.min_offset)
         for cq in self.consume_queues.queues.values():
             cq.truncate_physical(start)
             cq.delete_expired(commit_log.min_offset)
@@ -136,6 +148,35 @@ class MessageStore(StoreReader):
         dispatcher.dispatched_offset = end
         commit_log.queue_offsets = self.consume_queues.max_offsets()
         self._last_ts = dispatcher.last_store_timestamp
+        if checkpoint is not None and end < checkpoint.dispatch_offset:
+            lost = (
+                f"the CommitLog ends at {end} but the checkpoint recorded {checkpoint.dispatch_offset} "
+                "as written (a truncated file?)"
+            )
+            reason = commit_log.truncation_reason
+            commit_log.truncation_reason = f"{reason}; {lost}" if reason else lost
+            commit_log.dropped_bytes = max(commit_log.dropped_bytes, checkpoint.dispatch_offset - end)
+        self.recovery_report = {
+            "scanned_from": start,
+            "end": end,
+            "truncated_at": end if commit_log.truncation_reason else None,
+            "truncation_reason": commit_log.truncation_reason,
+            "dropped_bytes": commit_log.dropped_bytes,
+            "corrupt_records": sorted(commit_log.corrupt_offsets),
+        }
+        if commit_log.truncation_reason or commit_log.corrupt_offsets:
+            logger.error(
+                "recovery of %s dropped data: %d bytes from offset %d (%s); %d corrupt records kept "
+                "out of reach at %s; details in recovery-report.json",
+                root,
+                commit_log.dropped_bytes,
+                end,
+                commit_log.truncation_reason or "no truncation",
+                len(commit_log.corrupt_offsets),
+                sorted(commit_log.corrupt_offsets)[:10],
+            )
+            report = root / "recovery-report.json"
+            report.write_text(json.dumps({**self.recovery_report, "time_ms": int(time.time() * 1000)}) + "\n")
         logger.info(
             "recovered %s: scanned [%d, %d) in %.3fs (clean=%s, checkpoint=%s)",
             root,
@@ -200,11 +241,38 @@ class MessageStore(StoreReader):
         """``listener(topic, queue_id, new_max_offset)`` after each dispatch (see class docstring)."""
         self._listeners.append(listener)
 
+    @property
+    def disk_full(self) -> bool:
+        """True while puts are refused for lack of disk space (re-read at most every 100 ms)."""
+        now = time.monotonic()
+        if now - self._disk_checked_at >= 0.1:
+            self._disk_checked_at = now
+            try:
+                usage = os.statvfs(self.config.store_dir)
+            except OSError:
+                return self._disk_full
+            free = usage.f_bavail * usage.f_frsize
+            room = (usage.f_blocks - usage.f_bfree + usage.f_bavail) * usage.f_frsize
+            used_ratio = 1 - free / room if room else 0.0
+            full = free < self.config.disk_min_free_bytes or used_ratio >= self.config.disk_full_ratio
+            if full != self._disk_full:
+                log = logger.error if full else logger.warning
+                log(
+                    "disk %s: %d bytes free (%.1f%% used)",
+                    "full" if full else "has room again",
+                    free,
+                    100 * used_ratio,
+                )
+            self._disk_full = full
+        return self._disk_full
+
     def _append(self, msgs: Sequence[MessageToStore]) -> tuple[PutResult, int]:
-        if not self._running:
+        if not self._running or not self.writable:
             return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, []), 0
         if not msgs:
             return PutResult(PutMessageStatus.PUT_OK, []), 0
+        if self.disk_full:
+            return PutResult(PutMessageStatus.DISK_FULL, []), 0
         try:
             for msg in msgs:
                 validate_topic(msg.topic)
@@ -224,7 +292,12 @@ class MessageStore(StoreReader):
             except StoreError:
                 logger.warning("rejected an illegal batch", exc_info=True)
                 return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, []), 0
-            except OSError:
+            except OSError as exc:
+                # CommitLog.append rolled its partial write back: nothing of the batch is stored.
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    self._disk_full, self._disk_checked_at = True, time.monotonic()
+                    logger.error("commitlog write failed: disk full (%s)", exc)
+                    return PutResult(PutMessageStatus.DISK_FULL, []), 0
                 logger.exception("commitlog write failed")
                 return PutResult(PutMessageStatus.UNKNOWN_ERROR, []), 0
             moved = self.dispatcher.dispatch_batch(msgs, batch)

@@ -39,7 +39,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
-from dataplane.store.errors import CorruptRecordError, StoreError
+from dataplane.store.errors import BodyCrcError, CorruptRecordError, StoreError
 from dataplane.store.message import (
     PROPERTY_KEYS,
     PROPERTY_TAGS,
@@ -445,13 +445,11 @@ def check_record(buf: Buffer, pos: int, limit: int) -> DispatchRequest | int:
     topic_start, topic_len, props_len = _lengths(buf, pos, total, h[16])
     body_start = pos + HEADER_SIZE
     crc = zlib.crc32(buf[body_start : body_start + h[16]])
-    if crc != h[2]:
-        raise CorruptRecordError(f"record at {pos}: expected body CRC 0x{h[2]:08X}, found 0x{crc:08X}")
     topic = _decode_topic(bytes(buf[topic_start : topic_start + topic_len]))
     props_start = topic_start + topic_len + 2
     props = decode_properties(bytes(buf[props_start : props_start + props_len])) if props_len else {}
     tag = props.get(PROPERTY_TAGS)
-    return DispatchRequest(
+    request = DispatchRequest(
         topic,
         h[3],
         h[5],
@@ -462,3 +460,6 @@ def check_record(buf: Buffer, pos: int, limit: int) -> DispatchRequest | int:
         props.get(PROPERTY_KEYS),
         props.get(PROPERTY_UNIQ_KEY),
     )
+    if crc != h[2]:
+        raise BodyCrcError(f"record at {pos}: expected body CRC 0x{h[2]:08X}, found 0x{crc:08X}", request)
+    return request

@@ -13,10 +13,15 @@ class PutMessageStatus(enum.StrEnum):
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    # The store's disk is full (watermark or ENOSPC); nothing of the batch was kept.
+    DISK_FULL = "DISK_FULL"
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
     OS_PAGE_CACHE_BUSY = "OS_PAGE_CACHE_BUSY"
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
+    # HA (dataplane/ha): too few in-sync replicas to start, or they did not confirm in time.
+    IN_SYNC_REPLICAS_NOT_ENOUGH = "IN_SYNC_REPLICAS_NOT_ENOUGH"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
 
 
 class GetMessageStatus(enum.StrEnum):

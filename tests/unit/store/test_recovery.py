@@ -113,12 +113,9 @@ def test_stale_queue_entries_beyond_log_end_are_dropped(tmp_path: Path, make_sto
     assert _read_all(again)[0][-1].startswith(b"m57")
 
 
-def test_checkpoint_spares_scan_after_clean_stop(make_store: StoreFactory) -> None:
-    store = make_store()
-    _fill(store)
-    store.shutdown()
-    config = small_config(store.config.store_dir)
-    again = MessageStore(config)
+def _scan_start(store_dir: Path, **overrides: int) -> tuple[int, int]:
+    """(where recovery started scanning, the end of the log) for a store reopened with ``overrides``."""
+    again = MessageStore(small_config(store_dir, **overrides))
     scanned: list[int] = []
     original = again.commit_log.recover
 
@@ -129,6 +126,77 @@ def test_checkpoint_spares_scan_after_clean_stop(make_store: StoreFactory) -> No
     again.commit_log.recover = spy  # type: ignore[method-assign]
     again.start()
     try:
-        assert scanned == [again.max_physical_offset]
+        return scanned[0], again.max_physical_offset
     finally:
         again.shutdown()
+
+
+def test_checkpoint_spares_scan_after_clean_stop(make_store: StoreFactory) -> None:
+    store = make_store()
+    _fill(store)
+    store.shutdown()
+    start, end = _scan_start(store.config.store_dir, recovery_verify_bytes=0)
+    assert start == end
+
+
+def test_start_up_reverifies_a_window_from_a_segment_start(make_store: StoreFactory) -> None:
+    store = make_store()
+    _fill(store)
+    store.shutdown()
+    size = store.config.mapped_file_size_commit_log
+    start, end = _scan_start(store.config.store_dir, recovery_verify_bytes=size)
+    assert start % size == 0 and end - 2 * size <= start < end
+    start, end = _scan_start(store.config.store_dir, recovery_verify_bytes=-1)
+    assert start == 0
+
+
+def _flip_body_byte(store_dir: Path, physical_offset: int, file_size: int) -> None:
+    from dataplane.store.record import HEADER_SIZE
+
+    segment = store_dir / "commitlog" / f"{physical_offset - physical_offset % file_size:020d}"
+    with open(segment, "r+b") as f:
+        f.seek(physical_offset % file_size + HEADER_SIZE)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0x01]))
+
+
+def test_bit_flip_after_clean_stop_is_found_and_only_that_message_dropped(make_store: StoreFactory) -> None:
+    store = make_store()
+    _fill(store)
+    before = _read_all(store)
+    victim = store.get_messages("ns%t", 1, 5, max_count=1).messages[0]
+    root = store.config.store_dir
+    store.shutdown()  # clean: a checkpoint says everything is dispatched
+    _flip_body_byte(root, victim.physical_offset, store.config.mapped_file_size_commit_log)
+    again = make_store()
+    report = again.recovery_report
+    assert report["corrupt_records"] == [victim.physical_offset]
+    assert report["truncated_at"] is None and report["dropped_bytes"] == 0
+    assert (root / "recovery-report.json").exists()
+    after = {q: [m.body for m in again.get_messages("ns%t", q, 0, max_count=1000).messages] for q in range(3)}
+    assert after[0] == before[0] and after[2] == before[2]
+    assert after[1] == before[1][:5] + before[1][6:]  # the damaged one is skipped, the rest kept
+    # queue offsets did not move: new messages continue the sequence
+    assert again.put_messages([msg(queue_id=1)]).entries[0].queue_offset == len(before[1])
+
+
+def test_truncated_segment_is_reported_with_what_was_dropped(make_store: StoreFactory) -> None:
+    store = make_store()
+    _fill(store)
+    before = _read_all(store)
+    root = store.config.store_dir
+    end = store.max_physical_offset
+    store.shutdown()
+    segment = sorted((root / "commitlog").iterdir())[-1]
+    cut = (end - int(segment.name)) // 2
+    with open(segment, "r+b") as f:
+        f.truncate(cut)  # a file cut short (copy gone wrong, disk trouble)
+    again = make_store()
+    report = again.recovery_report
+    assert report["truncated_at"] is not None and int(report["truncated_at"]) <= int(segment.name) + cut
+    assert int(report["dropped_bytes"]) > 0 and "checkpoint" in str(report["truncation_reason"])
+    after = _read_all(again)
+    for qid, bodies in after.items():  # what is left is a prefix of what was there
+        assert bodies == before[qid][: len(bodies)]
+    assert sum(map(len, after.values())) < sum(map(len, before.values()))

@@ -1,0 +1,230 @@
+"""Tiered storage benchmark: cold reads from an S3 server on loopback vs hot reads, and what offload
+costs the producers.
+
+    uv run python bench/tiered_bench.py [--quick] [--json PATH] [--dir DIR]
+
+A moto S3 server (``python -m moto.server``) is started on a free loopback port and stopped by PID.
+The store is a TieredMessageStore in this process, as in a broker (offload shares the process and the
+GIL with the write path). 4 KiB messages over 4 queues, 16 MiB segments.
+
+- cold_vs_hot_read_ratio: MB/s of sequential ``get_messages`` (batches of 32, every queue) over
+  offloaded segments whose local copies were deleted (ranged GETs of 1 MiB blocks, 4 blocks of
+  read-ahead, cache emptied first) over the same reads while the segments were local (page cache).
+- verified: every message read cold equals what was written (body, queue offset, keys).
+- producer_slowdown_ratio: time to append the same volume while the offloader uploads a backlog of
+  sealed segments paced at 50 MB/s, over the time without offloading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from dataplane.store import MessageStoreConfig, MessageToStore
+from dataplane.store.tiered import ObjectStoreSettings, TierConfig, TieredMessageStore
+
+TOPIC = "bench%tiered"
+QUEUES = 4
+BODY_SIZE = 4096
+BATCH = 64
+SEGMENT = 16 << 20
+OFFLOAD_RATE = 50 << 20
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_moto() -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(
+                urllib.request.Request(f"{endpoint}/bench", method="PUT"), timeout=2
+            ).close()
+            return proc, endpoint
+        except OSError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise
+            time.sleep(0.2)
+
+
+def open_store(work: Path, endpoint: str, name: str) -> TieredMessageStore:
+    config = MessageStoreConfig(work / name, mapped_file_size_commit_log=SEGMENT, clean_interval_ms=3_600_000)
+    tier = TierConfig(
+        ObjectStoreSettings(
+            url=f"s3://bench/{name}",
+            endpoint=endpoint,
+            region="us-east-1",
+            access_key_id="bench",
+            secret_access_key="bench",
+        ),
+        offload_after_ms=3_600_000,  # the bench drives the offloader itself
+        offload_pending_bytes=1 << 40,
+        hot_retention_hours=0,
+        interval_ms=3_600_000,
+        cache_bytes=64 << 20,
+        block_bytes=1 << 20,
+        prefetch_blocks=4,
+    )
+    store = TieredMessageStore(config, tier)
+    store.start()
+    return store
+
+
+def fill(store: TieredMessageStore, total: int, seed: int) -> float:
+    """Append ``total`` bytes of bodies; returns the seconds it took."""
+    count = total // BODY_SIZE
+    began = time.perf_counter()
+    for start in range(0, count, BATCH):
+        batch = [
+            MessageToStore(
+                TOPIC,
+                i % QUEUES,
+                (f"{seed}:{i}:".encode() * (BODY_SIZE // 8))[:BODY_SIZE],
+                {"KEYS": f"k{seed}-{i}", "UNIQ_KEY": f"U{seed}-{i}"},
+            )
+            for i in range(start, min(count, start + BATCH))
+        ]
+        assert store.put_messages(batch).ok
+    elapsed = time.perf_counter() - began
+    store.commit_log.flush()
+    return elapsed
+
+
+def read_all(store: TieredMessageStore, seed: int) -> tuple[float, int, bool]:
+    """Sequential reads of every queue from its minimum; returns (seconds, bytes, verified)."""
+    began = time.perf_counter()
+    size = 0
+    ok = True
+    for q in range(QUEUES):
+        offset = store.get_min_offset_in_queue(TOPIC, q)
+        end = store.get_max_offset_in_queue(TOPIC, q)
+        while offset < end:
+            result = store.get_messages(TOPIC, q, offset, 32)
+            if not result.messages:
+                ok = False
+                break
+            for m in result.messages:
+                i = int(m.properties["UNIQ_KEY"].split("-")[1])
+                ok = ok and m.queue_offset == offset and i % QUEUES == q
+                ok = ok and m.body == (f"{seed}:{i}:".encode() * (BODY_SIZE // 8))[:BODY_SIZE]
+                size += len(m.body)
+                offset += 1
+    return time.perf_counter() - began, size, ok
+
+
+def bench_reads(work: Path, endpoint: str, total: int) -> dict[str, object]:
+    store = open_store(work, endpoint, "reads")
+    try:
+        fill(store, total, 1)
+        hot_s, hot_bytes, hot_ok = read_all(store, 1)
+        store.ensure_manifest()
+        for mf in store.offloader.pending():
+            store.offloader._offload(mf)
+        store.delete_expired_files()
+        cold_segments = len(store.view.segments)
+        cold_s, cold_bytes, cold_ok = read_all(store, 1)
+        hot = hot_bytes / hot_s / 1e6
+        cold = cold_bytes / cold_s / 1e6
+        st = store.tier_status()
+        return {
+            "hot_read_mb_s": round(hot, 1),
+            "cold_read_mb_s": round(cold, 1),
+            "cold_vs_hot_read_ratio": round(cold / hot, 3),
+            "cold_segments": cold_segments,
+            "cold_cache_hit_rate": round(st.cache_hit_rate, 3),
+            "verified": hot_ok and cold_ok and hot_bytes == cold_bytes,
+            "bytes_read": cold_bytes,
+        }
+    finally:
+        store.shutdown()
+
+
+def bench_producer(work: Path, endpoint: str, total: int) -> dict[str, object]:
+    store = open_store(work, endpoint, "produce")
+    try:
+        fill(store, total, 2)  # the backlog the offloader works through
+        base_s = fill(store, total, 3)  # appends with no offload running
+        backlog = store.offloader.pending()
+        stop = threading.Event()
+        uploaded = [0, 0.0]
+
+        def offload() -> None:
+            began = time.perf_counter()
+            for mf in backlog:
+                if stop.is_set():
+                    break
+                store.offloader._offload(mf)
+                uploaded[0] += mf.file_size
+                # pace to OFFLOAD_RATE: sleep off what the upload did not use of its time slot
+                ahead = uploaded[0] / OFFLOAD_RATE - (time.perf_counter() - began)
+                if ahead > 0:
+                    time.sleep(ahead)
+            uploaded[1] = time.perf_counter() - began
+
+        thread = threading.Thread(target=offload)
+        thread.start()
+        time.sleep(0.05)
+        with_s = fill(store, total, 4)
+        stop.set()
+        thread.join()
+        return {
+            "produce_mb_s_without_offload": round(total / base_s / 1e6, 1),
+            "produce_mb_s_with_offload": round(total / with_s / 1e6, 1),
+            "offload_mb_s": round(uploaded[0] / uploaded[1] / 1e6, 1) if uploaded[1] else 0.0,
+            "producer_slowdown_ratio": round(with_s / base_s, 3),
+        }
+    finally:
+        store.shutdown()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="64 MiB per phase instead of 512 MiB")
+    parser.add_argument("--json", type=Path, help="write the figures to this file")
+    parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one)")
+    args = parser.parse_args()
+    total = (64 << 20) if args.quick else (512 << 20)
+    work = Path(tempfile.mkdtemp(prefix="tiered-bench-", dir=args.dir))
+    proc, endpoint = start_moto()
+    try:
+        figures: dict[str, object] = {"total_bytes_per_phase": total, "segment_bytes": SEGMENT}
+        figures |= bench_reads(work, endpoint, total)
+        figures |= bench_producer(work, endpoint, total)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        shutil.rmtree(work, ignore_errors=True)
+    text = json.dumps(figures, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+    if os.environ.get("TIERED_BENCH_STRICT"):
+        assert figures["verified"], "cold reads did not match"
+
+
+if __name__ == "__main__":
+    main()
