@@ -244,6 +244,8 @@ class SecurityStore:
         self.access_keys: dict[str, AccessKeyConfig] = {}
         self.acls: dict[tuple[str, str], AclConfig] = {}
         self.quotas: dict[tuple[str, str, str], QuotaConfig] = {}
+        # Bumped on every change, so readers can cache what they derive (e.g. ACLs per namespace).
+        self.version = 0
         self._load()
 
     def _load(self) -> None:
@@ -271,6 +273,7 @@ class SecurityStore:
             self.quotas[quota.key] = quota
 
     def _save(self) -> None:
+        self.version += 1
         data = {
             "version": 1,
             "access_keys": [dataclasses.asdict(k) for k in self.access_keys.values()],

@@ -1,0 +1,269 @@
+"""Security, quotas, metering and tenant metrics of one broker node, and their background loops.
+
+``dataplane.interceptors`` calls :meth:`Guard.admit` before every v2 RPC and the ``count_*``
+methods after it; nothing here calls the control plane: keys, ACLs and quotas come from the
+persisted ``SecurityStore`` the control plane pushes to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily
+
+from dataplane.auth import Authenticator, Principal, Unauthorized
+from dataplane.auth.resources import Touch
+from dataplane.broker import Broker
+from dataplane.clients import CLIENT_ID_HEADER, header
+from dataplane.errors import Forbidden
+from dataplane.metering import LagSample, UsageMeter, metering_root
+from dataplane.names import namespace_from_metadata, qualify
+from dataplane.quota import QuotaEnforcer, StorageQuotaExceeded, TooManyRequests
+from dataplane.storage_usage import StorageUsage, tenant_topic
+from dataplane.tenant_metrics import TenantMetrics
+from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
+
+__all__ = ("Admission", "Guard")
+
+logger = logging.getLogger(__name__)
+
+
+class Admission:
+    """What :meth:`Guard.admit` learnt about a call."""
+
+    __slots__ = ("header_ns", "principal", "tenant")
+
+    def __init__(self, principal: Principal | None, tenant: str, header_ns: str) -> None:
+        self.principal = principal
+        self.tenant = tenant
+        self.header_ns = header_ns
+
+
+class Guard:
+    def __init__(self, broker: Broker) -> None:
+        s = broker.settings
+        self.broker = broker
+        self.settings = s
+        security = broker.metadata.security
+        self.auth = Authenticator(security, dev_mode=s.dev_mode)
+        self.storage = StorageUsage(broker.store)
+        self.quotas = QuotaEnforcer(
+            security, nodes=s.quota_nodes, burst_s=s.quota_burst_s, storage_bytes=self.storage.tenant_bytes
+        )
+        self.meter = UsageMeter(metering_root(s.metering_dir, s.data_dir), s.broker_name, s.data_dir)
+        self.metrics = TenantMetrics()
+        self._lag: dict[tuple[str, str, str], tuple[int, int]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._flushing: asyncio.Lock | None = None
+
+    # Admission (loop thread, every v2 call)
+
+    def admit(
+        self,
+        rpc: str,
+        touches: Iterable[Touch],
+        metadata: Any,
+        peer: str,
+        produce: dict[tuple[str, str], tuple[int, int, int]] | None = None,
+    ) -> Admission:
+        """Authenticate, authorize and apply connection/produce quotas; raises the BrokerError to answer."""
+        header_ns = namespace_from_metadata(metadata)
+        try:
+            principal = self.auth.authenticate(metadata)
+            tenant = self.auth.authorize(principal, touches, header_ns, peer)
+        except (Unauthorized, Forbidden) as exc:
+            self.metrics.refused(exc.code)
+            logger.info("%s refused: %s", rpc, exc.message, extra={"peer": peer})
+            raise
+        try:
+            if tenant:
+                client_id = header(metadata, CLIENT_ID_HEADER)
+                if rpc == "NotifyClientTermination":
+                    self.quotas.connections.forget(tenant, client_id)
+                else:
+                    limit = self.quotas.limit(tenant, "max_connections")
+                    self.quotas.connections.admit(tenant, client_id, limit)
+            if produce:
+                self.quotas.admit_produce(tenant, {topic: v for (_, topic), v in produce.items()})
+        except StorageQuotaExceeded:
+            self.metrics.throttled(tenant, "storage")
+            raise
+        except TooManyRequests:
+            self.metrics.throttled(tenant, "produce" if produce else "connections")
+            raise
+        self.meter.count_call(tenant, rpc)
+        return Admission(principal, tenant, header_ns)
+
+    def admit_consume(self, admission: Admission, group: pb.Resource, topic: pb.Resource, wanted: int) -> int:
+        ns = admission.tenant
+        if not ns:
+            return wanted
+        group_q = qualify(group.resource_namespace or admission.header_ns, group.name)
+        topic_q = qualify(topic.resource_namespace or admission.header_ns, topic.name)
+        try:
+            return self.quotas.admit_consume(ns, topic_q, group_q, wanted)
+        except TooManyRequests:
+            self.metrics.throttled(ns, "consume")
+            raise
+
+    # Accounting (after the handler)
+
+    def count_sent(self, per_topic: dict[tuple[str, str], list[int]], seconds: float) -> None:
+        """``per_topic``: (namespace, tenant-relative topic) -> body sizes of the stored messages."""
+        for (ns, topic), sizes in per_topic.items():
+            if not sizes:
+                continue
+            total = sum(sizes)
+            self.meter.count_in(ns, sizes)
+            self.metrics.messages_in(ns, topic, len(sizes), total)
+            self.storage.added(ns, total)
+        for ns in {ns for ns, _ in per_topic}:
+            self.metrics.send_latency(ns, seconds)
+
+    def count_delivered(
+        self, admission: Admission, group: pb.Resource, topic: pb.Resource, sizes: list[int], seconds: float
+    ) -> None:
+        ns = topic.resource_namespace or admission.header_ns
+        if not ns or not sizes:
+            return
+        total = sum(sizes)
+        self.meter.count_out(ns, sizes)
+        self.metrics.messages_out(ns, topic.name, group.name, len(sizes), total)
+        self.metrics.receive_latency(ns, seconds)
+        group_q = qualify(group.resource_namespace or admission.header_ns, group.name)
+        self.quotas.debit_consume(ns, qualify(ns, topic.name), group_q, len(sizes), total)
+
+    # Background loops
+
+    def start(self) -> None:
+        self._flushing = asyncio.Lock()
+        self.storage.rescan()
+        self._sample_storage()
+        s = self.settings
+        for interval, job in (
+            (s.storage_scan_s, self.storage.rescan),
+            (s.storage_sample_s, self._sample_storage),
+            (s.lag_sample_s, self._sample_lag),
+        ):
+            self._tasks.append(asyncio.create_task(self._every(interval, job)))
+        self._tasks.append(asyncio.create_task(self._every_async(s.metering_flush_s, self.flush)))
+        self.metrics.add_gauges(self._gauges)
+
+    async def stop(self) -> None:
+        """Stop the loops and write what was counted (after the gRPC server stopped)."""
+        self.metrics.remove_gauges(self._gauges)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        await self.flush()
+
+    async def flush(self) -> None:
+        assert self._flushing is not None
+        async with self._flushing:
+            records, state = self.meter.snapshot()
+            try:
+                await asyncio.to_thread(self.meter.write, records, state)
+            except OSError:
+                logger.exception("metering flush failed; the records are kept for the next one")
+                self.meter.requeue(records)
+
+    async def _every(self, interval: float, job: Callable[[], None]) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                job()
+            except Exception:
+                logger.exception("periodic job %s failed", getattr(job, "__name__", job))
+
+    async def _every_async(self, interval: float, job: Callable[[], Any]) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await job()
+            except Exception:
+                logger.exception("periodic job failed")
+
+    def _sample_storage(self) -> None:
+        if not getattr(self.broker.store, "writable", True):
+            return  # an HA replica holds copies of the master's bytes: only the master bills storage
+        self.meter.add_storage((ns, topic, size) for (ns, topic), size in self.storage.topic_bytes().items())
+
+    def lag_samples(self) -> list[LagSample]:
+        broker = self.broker
+        pop = broker.pop
+        if pop is None:
+            return []
+        store = broker.store
+        now = int(time.time() * 1000)
+        out = []
+        for (group, topic, qid), pos in list(pop.items()):
+            tenant, qualified, _ = group.partition("%")
+            if not qualified or not tenant or topic.startswith("%") or tenant_topic(topic) is None:
+                continue  # system groups and retry/DLQ topics are not sampled
+            high = int(store.get_max_offset_in_queue(topic, qid))
+            committed = pos.committed()
+            lag = max(high - committed, 0)
+            lag_ms = 0
+            if lag:
+                result = store.get_messages(topic, qid, committed, max_count=1)
+                if result.messages:
+                    lag_ms = max(now - result.messages[0].store_timestamp, 0)
+            out.append(LagSample(tenant, group, topic, qid, lag, lag_ms, len(pos.in_flight), committed, high))
+        return out
+
+    def _sample_lag(self) -> None:
+        samples = self.lag_samples()
+        self.meter.add_lag(samples)
+        lag: dict[tuple[str, str, str], tuple[int, int]] = {}
+        for s in samples:
+            key = (s.tenant, s.group.partition("%")[2], s.topic.partition("%")[2])
+            msgs, ms = lag.get(key, (0, 0))
+            lag[key] = (msgs + s.lag_messages, max(ms, s.lag_ms))
+        self._lag = lag
+
+    def _gauges(self) -> Iterator[GaugeMetricFamily]:
+        lag = GaugeMetricFamily(
+            "mq_tenant_consumer_lag_messages", "Consumer lag", labels=["tenant", "group", "topic"]
+        )
+        lag_ms = GaugeMetricFamily(
+            "mq_tenant_consumer_lag_ms",
+            "Age of the oldest unconsumed message",
+            labels=["tenant", "group", "topic"],
+        )
+        for key, (msgs, ms) in self._lag.items():
+            lag.add_metric(list(key), msgs)
+            lag_ms.add_metric(list(key), ms)
+        yield lag
+        yield lag_ms
+        clients = GaugeMetricFamily(
+            "mq_tenant_connected_clients", "Clients seen in the last 2 min", labels=["tenant"]
+        )
+        for ns, count in self.quotas.connections.counts().items():
+            clients.add_metric([ns], count)
+        yield clients
+        storage = GaugeMetricFamily("mq_tenant_storage_bytes", "Bytes held in the store", labels=["tenant"])
+        for ns, size in self.storage.tenant_totals().items():
+            storage.add_metric([ns], size)
+        yield storage
+        store = self.broker.store
+        yield GaugeMetricFamily(
+            "mq_broker_store_disk_usage_ratio", "Disk usage of the store", value=store.disk_usage_ratio()
+        )
+        yield GaugeMetricFamily(
+            "mq_broker_store_max_physical_offset",
+            "CommitLog end offset",
+            value=getattr(store, "max_physical_offset", 0),
+        )
+        yield GaugeMetricFamily(
+            "mq_broker_store_running",
+            "1 while the store accepts writes",
+            value=1 if not self.broker.closing else 0,
+        )

@@ -1,0 +1,167 @@
+"""Quotas on real brokers: rates within +-10% (one node and two), storage, size and connections."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from mqcloud.admin_client import BrokerAdminClient
+from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
+from tests.integration.broker.conftest import V2, BrokerProcess, messages, status_code
+
+from .conftest import ADMIN_TOKEN, client, secure_broker_process, tenant
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+OK, TOO_MANY = pb.Code.OK, pb.Code.TOO_MANY_REQUESTS
+WARMUP_S, WINDOW_S = 1.0, 4.0
+
+
+def _measure(workers: list[Callable[[], int]], per_worker: int = 1) -> tuple[float, set[int]]:
+    """Run the workers (each returns a status code per call) for warm-up + window; accepted/s in
+    the window, and the codes seen. The warm-up drains the bucket's burst."""
+    start = time.monotonic()
+    accepted: list[float] = []
+    codes: set[int] = set()
+    lock = threading.Lock()
+
+    def loop(work: Callable[[], int]) -> None:
+        while (now := time.monotonic()) < start + WARMUP_S + WINDOW_S:
+            code = work()
+            with lock:
+                codes.add(code)
+                if code == OK:
+                    accepted.append(now)
+            if code == TOO_MANY:
+                time.sleep(0.002)  # refused at once; do not spin the client's CPU
+
+    threads = [threading.Thread(target=loop, args=(w,)) for w in workers for _ in range(per_worker)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    in_window = [t for t in accepted if start + WARMUP_S <= t < start + WARMUP_S + WINDOW_S]
+    return len(in_window) / WINDOW_S, codes
+
+
+@pytest.mark.parametrize(
+    ("limits", "body", "expected"),
+    [
+        pytest.param({"produce_messages_per_s": 100}, b"m", 100, id="messages"),
+        pytest.param({"produce_bytes_per_s": 60_000}, b"b" * 1000, 60, id="bytes"),
+    ],
+)
+def test_produce_rate_holds_within_ten_percent(
+    secure_broker: BrokerProcess, op: BrokerAdminClient, limits: dict[str, int], body: bytes, expected: int
+) -> None:
+    creds = tenant(op, "acme")
+    op.put_quota("acme", limits)
+    clients = [client(secure_broker, "acme", creds) for _ in range(3)]
+    try:
+        rate, codes = _measure([lambda c=c: c.send("orders", body).status.code for c in clients])
+    finally:
+        for c in clients:
+            c.close()
+    assert codes == {OK, TOO_MANY}
+    assert expected * 0.9 <= rate <= expected * 1.1, rate
+
+
+def test_consume_rate_of_a_group_holds_within_ten_percent(
+    secure_broker: BrokerProcess, op: BrokerAdminClient
+) -> None:
+    creds = tenant(op, "acme")
+    op.put_quota("acme", {"consume_messages_per_s": 40}, group="acme%billing")
+    producer = client(secure_broker, "acme", creds)
+    for i in range(400):
+        assert producer.send("orders", f"m{i}".encode()).status.code == OK
+    consumers = [client(secure_broker, "acme", creds) for _ in range(2)]
+
+    try:
+        start = time.monotonic()
+        received: list[tuple[float, int]] = []
+        lock = threading.Lock()
+
+        def loop(c: V2) -> None:
+            while (now := time.monotonic()) < start + WARMUP_S + WINDOW_S:
+                frames = c.receive("billing", "orders", batch=16, poll_s=0.2)
+                got = messages(frames)
+                with lock:
+                    received.append((now, len(got)))
+                for m in got:
+                    c.ack("billing", "orders", m)
+                if status_code(frames) == TOO_MANY:
+                    time.sleep(0.002)
+
+        threads = [threading.Thread(target=loop, args=(c,)) for c in consumers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        for c in [producer, *consumers]:
+            c.close()
+    in_window = sum(n for t, n in received if start + WARMUP_S <= t < start + WARMUP_S + WINDOW_S)
+    rate = in_window / WINDOW_S
+    assert 40 * 0.9 <= rate <= 40 * 1.1, rate
+
+
+def test_a_tenant_limit_holds_in_aggregate_over_two_nodes(tmp_path: Path) -> None:
+    # given: two nodes serving the tenant, each told it is one of two (quota_nodes=2)
+    nodes = [
+        secure_broker_process(
+            tmp_path / f"b{i}", MQ_BROKER_QUOTA_NODES="2", MQ_BROKER_BROKER_NAME=f"node-{i}"
+        )
+        for i in range(2)
+    ]
+    clients: list[V2] = []
+    try:
+        for node in nodes:
+            node.start()
+            with BrokerAdminClient(node.target, token=ADMIN_TOKEN) as admin:
+                creds = tenant(admin, "acme")
+                admin.put_quota("acme", {"produce_messages_per_s": 120})
+            clients += [client(node, "acme", creds) for _ in range(2)]
+        # when: producers send to both nodes as fast as they can
+        rate, codes = _measure([lambda c=c: c.send("orders").status.code for c in clients])
+    finally:
+        for c in clients:
+            c.close()
+        for node in nodes:
+            node.kill()
+    # then: the sum over the nodes is the tenant's limit
+    assert codes == {OK, TOO_MANY}
+    assert 120 * 0.9 <= rate <= 120 * 1.1, rate
+
+
+def test_storage_size_and_connection_limits(secure_broker: BrokerProcess, op: BrokerAdminClient) -> None:
+    creds = tenant(op, "acme")
+    op.put_quota("acme", {"storage_bytes": 30_000, "max_message_bytes": 2000, "max_connections": 2})
+    v2 = client(secure_broker, "acme", creds)
+    try:
+        # max message size of the plan
+        too_big = v2.send("orders", b"x" * 2001)
+        assert too_big.status.code == pb.Code.MESSAGE_BODY_TOO_LARGE
+        assert "2000" in too_big.status.message
+        # storage: produce is refused once the tenant holds its quota, with a message saying so
+        codes = [v2.send("orders", b"s" * 1500).status for _ in range(40)]
+        assert codes[0].code == pb.Code.OK
+        refused = [s for s in codes if s.code != pb.Code.OK]
+        assert refused and {s.code for s in refused} == {pb.Code.FORBIDDEN}
+        assert "storage quota exceeded" in refused[0].message
+        assert 10 <= codes.index(refused[0]) <= 21  # 30 000 bytes of ~1.5 KiB records
+        # connections: a third distinct client of the namespace is refused, known ones go on
+        second = client(secure_broker, "acme", creds)
+        third = client(secure_broker, "acme", creds)
+        try:
+            assert second.receive("billing", "orders", poll_s=0.1, batch=1)
+            assert status_code(third.receive("billing", "orders", poll_s=0.1)) == TOO_MANY
+            assert v2.send("orders", b"x").status.code == pb.Code.FORBIDDEN  # still storage-full
+        finally:
+            second.close()
+            third.close()
+    finally:
+        v2.close()
