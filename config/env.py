@@ -40,6 +40,28 @@ class PlatformSettings(BaseSettings):
     hsts_seconds: int = Field(default=31536000, alias="MQ_HSTS_SECONDS")
     log_level: str = Field(default="INFO", alias="MQ_LOG_LEVEL")
     reconcile_interval_s: float = Field(default=60.0, alias="MQ_RECONCILE_INTERVAL_S")
+    # The production HTTP server (gunicorn, config/gunicorn.py): where it listens, how many workers.
+    http_listen: str = Field(default="127.0.0.1:8000", alias="MQ_HTTP_LISTEN")
+    web_concurrency: int = Field(default=2, ge=1, alias="WEB_CONCURRENCY")
+    # Nightly analytics (docs/analytics.md): when beat starts them (UTC, HH:MM), where Spark runs,
+    # where the metering records are and where the results go.
+    analytics_nightly_at: str = Field(
+        default="02:30", alias="MQ_ANALYTICS_NIGHTLY_AT", pattern=r"^([01]\d|2[0-3]):[0-5]\d$"
+    )
+    spark_master: str = Field(default="local[*]", alias="SPARK_MASTER")
+    metering_url: str | None = Field(default=None, alias="MQ_METERING_URL")
+    analytics_url: str | None = Field(default=None, alias="MQ_ANALYTICS_URL")
+    analytics_late_days: int = Field(default=3, alias="MQ_ANALYTICS_LATE_DAYS", ge=0, le=31)
+    analytics_stuck_minutes: int = Field(default=10, alias="MQ_ANALYTICS_STUCK_MINUTES", ge=1, le=60)
+    analytics_timeout_s: float = Field(default=3 * 3600.0, alias="MQ_ANALYTICS_TIMEOUT_S", gt=0)
+
+    def nightly_hour_minute(self) -> tuple[int, int]:
+        hour, minute = self.analytics_nightly_at.split(":")
+        return int(hour), int(minute)
+
+    # The brokers' operator credential (their MQ_BROKER_ADMIN_TOKEN) and, for TLS brokers, the CA.
+    broker_admin_token: SecretStr | None = Field(default=None, alias="MQ_BROKER_ADMIN_TOKEN")
+    broker_tls_ca_file: Path | None = Field(default=None, alias="MQ_BROKER_TLS_CA_FILE")
 
     def split_hosts(self) -> list[str]:
         return [h.strip() for h in self.allowed_hosts.split(",") if h.strip()]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import dj_database_url
+from celery.schedules import crontab
 
 from config.env import get_settings
 
@@ -34,6 +35,9 @@ def _secret_key() -> str:
 DEBUG = ENV.debug
 SECRET_KEY = _secret_key()
 MQ_SECRETS_KEY = ENV.secrets_key.get_secret_value() if ENV.secrets_key else None
+# Operator credential and CA the control plane uses on brokers' admin API (docs/security.md).
+BROKER_ADMIN_TOKEN = ENV.broker_admin_token.get_secret_value() if ENV.broker_admin_token else None
+BROKER_TLS_CA_FILE = ENV.broker_tls_ca_file
 ALLOWED_HOSTS = ENV.split_hosts()
 CSRF_TRUSTED_ORIGINS = ENV.split_origins()
 
@@ -77,6 +81,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "console.context_processors.navigation",
             ],
         },
     },
@@ -184,12 +189,35 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celery" / "beat-schedule")
+_NIGHTLY_HOUR, _NIGHTLY_MINUTE = ENV.nightly_hour_minute()
 CELERY_BEAT_SCHEDULE: dict[str, Any] = {
     "reconcile-brokers": {
         "task": "tenants.reconcile_brokers",
         "schedule": ENV.reconcile_interval_s,
         "options": {"expires": ENV.reconcile_interval_s},
     },
+    # Yesterday's billing and lag reports (plus changed late days), every night at MQ_ANALYTICS_NIGHTLY_AT.
+    **{
+        f"analytics-{job}-nightly": {
+            "task": "tenants.run_analytics_job",
+            "schedule": crontab(hour=_NIGHTLY_HOUR, minute=_NIGHTLY_MINUTE),
+            "kwargs": {"job": job, "trigger": "schedule"},
+        }
+        for job in ("billing", "lag")
+    },
+}
+CELERY_TIMEZONE = "UTC"
+
+#
+# Analytics (Spark jobs in analytics/, launched by tenants.run_analytics_job through spark-submit)
+#
+MQ_ANALYTICS: dict[str, Any] = {
+    "SPARK_MASTER": ENV.spark_master,
+    "INPUT_URL": ENV.metering_url or str(DATA_DIR / "metering"),
+    "OUTPUT_URL": ENV.analytics_url or str(DATA_DIR / "analytics"),
+    "LATE_DAYS": ENV.analytics_late_days,
+    "STUCK_MINUTES": ENV.analytics_stuck_minutes,
+    "TIMEOUT_S": ENV.analytics_timeout_s,
 }
 
 LOGGING: dict[str, Any] = {

@@ -4,8 +4,11 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from tenants.metrics import metrics_view
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("metrics", metrics_view, name="metrics"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/v1/", include("tenants.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -11,7 +11,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from mqcloud import ClientConfig, Credentials, Message, Producer, SimpleConsumer
-from mqcloud.admin_client import BrokerAdminClient, quota_limits
+from mqcloud.admin_client import BrokerAdminClient, quota_limits, secret_fingerprint
 from tenants.services.provisioning import reconcile_brokers
 from tests.integration.broker.conftest import BrokerProcess
 
@@ -29,7 +29,9 @@ def _broker_state(endpoint: str) -> dict[str, Any]:
         return {
             "topics": {t.name: t.queue_count for t in admin.list_topics("acme")},
             "groups": {g.name for g in admin.list_groups("acme")},
-            "keys": {k.access_key: (k.secret_key, k.namespace) for k in admin.list_access_keys("acme")},
+            "keys": {
+                k.access_key: (k.secret_fingerprint, k.namespace) for k in admin.list_access_keys("acme")
+            },
             "acls": {
                 p.name: (p.principal, p.resource_pattern, tuple(p.actions), p.decision)
                 for p in admin.list_acls("acme")
@@ -110,7 +112,10 @@ def test_api_provisions_keys_acls_quotas_and_the_sdk_works_and_reconcile_restore
     state = _broker_state(broker.target)
     assert state["topics"] == {"acme%orders": 2}
     assert state["groups"] == {"acme%billing"}
-    assert state["keys"] == {key["access_key"]: (key["secret_key"], "acme")}
+    # brokers list a fingerprint, never the secret
+    assert state["keys"] == {
+        key["access_key"]: (secret_fingerprint(key["access_key"], key["secret_key"]), "acme")
+    }
     assert list(state["acls"]) == [str(policy["id"])]
     assert state["acls"][str(policy["id"])][:2] == (key["access_key"], "orders")
     assert state["quotas"][("", "")]["produce_messages_per_s"] == 500

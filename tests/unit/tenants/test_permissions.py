@@ -9,13 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
 
 from tenants.choices import MembershipRole
-from tenants.models import AccessKey, AclPolicy, AuditEvent, ConsumerGroup, Membership, Quota, Topic
+from tenants.models import (
+    AccessKey,
+    AclPolicy,
+    AuditEvent,
+    ConsumerGroup,
+    Invoice,
+    LagDaily,
+    Membership,
+    Quota,
+    Topic,
+    UsageDaily,
+)
 from tenants.services import access_keys
 from tenants.services.audit import Actor, record_event
 
@@ -53,6 +65,20 @@ def _key(p: Platform) -> AccessKey:
 
 def _acl(p: Platform) -> AclPolicy:
     return AclPolicy.objects.create(tenant=p.tenant, principal="*", resource_type="Topic", actions=["Pub"])
+
+
+def _usage(p: Platform) -> UsageDaily:
+    return UsageDaily.objects.create(tenant=p.tenant, namespace="acme", date=date(2025, 3, 1), bytes_in=1)
+
+
+def _invoice(p: Platform) -> Invoice:
+    return Invoice.objects.create(
+        tenant=p.tenant, namespace="acme", period_start=date(2025, 3, 1), period_end=date(2025, 3, 31)
+    )
+
+
+def _lag(p: Platform) -> LagDaily:
+    return LagDaily.objects.create(tenant=p.tenant, namespace="acme", group_name="g", date=date(2025, 3, 1))
 
 
 def _quota(p: Platform) -> Quota:
@@ -162,6 +188,10 @@ ENDPOINTS = {
         tenant_scoped=False,
     ),
     "audit-events": Endpoint("/api/v1/audit-events/", _event, None, None, set()),
+    # analytics results: read-only, loaded by the nightly jobs
+    "usage-daily": Endpoint("/api/v1/usage-daily/", _usage, None, None, set()),
+    "invoices": Endpoint("/api/v1/invoices/", _invoice, None, None, set()),
+    "lag-daily": Endpoint("/api/v1/lag-daily/", _lag, None, None, set()),
 }
 
 
