@@ -1,1 +1,1 @@
-"""cli"""
+"""mqctl, the MQCloud command line (entry point: cli.main:app)."""

@@ -19,7 +19,7 @@ group_app = typer.Typer(no_args_is_help=True, help="Consumer groups: create, upd
 app.add_typer(topic_app, name="topic")
 app.add_typer(group_app, name="group")
 
-_state: dict[str, Any] = {"broker": "127.0.0.1:8081", "json": False}
+_state: dict[str, Any] = {"broker": "127.0.0.1:8081", "json": False, "output": "table", "token": None}
 
 TOPIC_COLUMNS = ("name", "queue_count", "message_type", "retention_hours", "max_message_bytes", "namespace")
 GROUP_COLUMNS = ("name", "fifo", "max_delivery_attempts", "broadcast", "namespace")
@@ -30,10 +30,30 @@ def main(
     broker: Annotated[
         str, typer.Option("--broker", envvar="MQCTL_BROKER", help="Broker HOST:PORT [MQCTL_BROKER]")
     ] = "127.0.0.1:8081",
-    json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables")] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print JSON instead of tables (= -o json)")
+    ] = False,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--output", "-o", envvar="MQCTL_OUTPUT", help="table, json or yaml (before the subcommand)."
+        ),
+    ] = "table",
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token", envvar="MQ_BROKER_ADMIN_TOKEN", help="Broker operator token [MQ_BROKER_ADMIN_TOKEN]"
+        ),
+    ] = None,
 ) -> None:
+    from cli.errors import CliError, ExitCode
+
+    if fmt not in ("table", "json", "yaml"):
+        raise CliError(f"--output must be table, json or yaml, not {fmt!r}", ExitCode.USAGE)
     _state["broker"] = broker
     _state["json"] = json_output
+    _state["output"] = "json" if json_output else fmt
+    _state["token"] = token
 
 
 @contextmanager
@@ -41,7 +61,7 @@ def _client() -> Iterator[BrokerAdminClient]:
     from cli.output import abort
     from mqcloud.admin_client import BrokerAdminClient, BrokerAdminError
 
-    client = BrokerAdminClient(_state["broker"])
+    client = BrokerAdminClient(_state["broker"], token=_state["token"])
     try:
         yield client
     except BrokerAdminError as exc:
@@ -51,12 +71,9 @@ def _client() -> Iterator[BrokerAdminClient]:
 
 
 def _show(rows: list[dict[str, Any]], columns: tuple[str, ...], title: str | None = None) -> None:
-    from cli.output import print_json, print_table
+    from cli.output import emit
 
-    if _state["json"]:
-        print_json(rows)
-    else:
-        print_table(rows, columns, title=title)
+    emit(rows, _state["output"], columns, title=title)
 
 
 def _dicts(messages: Any) -> list[dict[str, Any]]:
@@ -219,3 +236,15 @@ def clients(
             _dicts(c.list_clients(namespace, group)),
             ("client_id", "language", "version", "address", "client_type", "group", "last_heartbeat_ms"),
         )
+
+
+def _register_security_commands() -> None:
+    # imported here: admin_security imports this module's helpers
+    from cli.commands.admin_security import acl_app, key_app, quota_app
+
+    app.add_typer(key_app, name="key")
+    app.add_typer(acl_app, name="acl")
+    app.add_typer(quota_app, name="quota")
+
+
+_register_security_commands()

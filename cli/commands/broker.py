@@ -24,6 +24,14 @@ def start(
         str | None,
         typer.Option("--metrics-listen", help="Prometheus HOST:PORT, 0 disables [MQ_BROKER_METRICS_LISTEN]"),
     ] = None,
+    dev: Annotated[
+        bool,
+        typer.Option(
+            "--dev",
+            help="Development mode: unsigned requests and (without a token) the admin API are "
+            "admitted [MQ_BROKER_DEV_MODE]",
+        ),
+    ] = False,
     log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
 ) -> None:
     """Start a broker node; SIGTERM/SIGINT stop it gracefully (exit 0)."""
@@ -45,6 +53,7 @@ def start(
             listen=listen,
             flush=flush,
             metrics_listen=metrics_listen,
+            dev_mode=True if dev else None,
         )
     except (ValidationError, OSError, ValueError) as exc:
         abort(f"invalid broker settings: {exc}", code=2)
@@ -59,6 +68,8 @@ def start(
         await server.start()
         _start_metrics(settings.metrics_listen)
         host = settings.listen.rpartition(":")[0]
+        if settings.dev_mode:
+            info("development mode: unsigned requests are admitted")
         info(f"broker listening on {host}:{server.port}")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

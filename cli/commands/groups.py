@@ -1,0 +1,212 @@
+"""``mqctl group``: a tenant's consumer groups through the control plane."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+
+from cli import output
+from cli.options import DEFAULT_WAIT_TIMEOUT, NoWait, Output, Tenant, WaitTimeout
+from cli.resources import confirm, finish_change, finish_delete, only_given, tenant_id
+from cli.session import current
+
+__all__ = ("app", "find")
+
+app = typer.Typer(
+    no_args_is_help=True, help="Consumer groups: list, get, create, update, delete, lag, clients."
+)
+
+PATH = "consumer-groups/"
+COLUMNS = ("name", "fifo", "broadcast", "max_delivery_attempts", "retry_policy", "status")
+DETAIL_COLUMNS = (
+    "id",
+    "namespace",
+    "name",
+    "qualified_name",
+    "description",
+    "fifo",
+    "broadcast",
+    "max_delivery_attempts",
+    "retry_policy",
+    "retry_initial_backoff_ms",
+    "retry_max_backoff_ms",
+    "status",
+    "status_message",
+    "created",
+    "updated",
+)
+
+
+class RetryPolicy(StrEnum):
+    EXPONENTIAL = "EXPONENTIAL"
+    CUSTOMIZED = "CUSTOMIZED"
+
+
+Name = Annotated[str, typer.Argument(help="Consumer group name (tenant-relative).")]
+MaxAttempts = Annotated[
+    int | None, typer.Option("--max-delivery-attempts", min=1, help="Deliveries before the DLQ.")
+]
+Policy = Annotated[RetryPolicy | None, typer.Option("--retry-policy", case_sensitive=False)]
+InitialBackoff = Annotated[int | None, typer.Option("--retry-initial-backoff-ms", min=0)]
+MaxBackoff = Annotated[int | None, typer.Option("--retry-max-backoff-ms", min=0)]
+Description = Annotated[str | None, typer.Option("--description", help="Free text.")]
+
+
+def find(tenant: str, name: str) -> dict[str, Any]:
+    """The group row for ``tenant``/``name`` (exit 3 when there is none)."""
+    return current().api().find(PATH, f"group {tenant}/{name}", tenant=tenant, name=name)
+
+
+@app.command("list")
+def list_groups(tenant: Tenant = None, fmt: Output = output.OutputFormat.TABLE) -> None:
+    """List a tenant's consumer groups."""
+    session = current()
+    rows = session.api().list(PATH, tenant=session.tenant(tenant), ordering="name")
+    output.emit(rows, fmt, COLUMNS)
+
+
+@app.command("get")
+def get(name: Name, tenant: Tenant = None, fmt: Output = output.OutputFormat.TABLE) -> None:
+    """Show one consumer group."""
+    output.emit(find(current().tenant(tenant), name), fmt, DETAIL_COLUMNS)
+
+
+@app.command("create")
+def create(
+    name: Name,
+    tenant: Tenant = None,
+    fifo: Annotated[bool, typer.Option("--fifo", help="Deliver FIFO topics' messages in order.")] = False,
+    broadcast: Annotated[
+        bool, typer.Option("--broadcast", help="Every consumer gets every message.")
+    ] = False,
+    max_delivery_attempts: MaxAttempts = None,
+    retry_policy: Policy = None,
+    retry_initial_backoff_ms: InitialBackoff = None,
+    retry_max_backoff_ms: MaxBackoff = None,
+    description: Description = None,
+    no_wait: NoWait = False,
+    wait_timeout: WaitTimeout = DEFAULT_WAIT_TIMEOUT,
+    fmt: Output = output.OutputFormat.TABLE,
+) -> None:
+    """Create a consumer group and wait until the brokers serve it (unless --no-wait).
+
+    \b
+    Examples:
+      mqctl group create billing --tenant acme --fifo
+      mqctl group create audit --max-delivery-attempts 5 --retry-policy EXPONENTIAL
+    """
+    session = current()
+    ns = session.tenant(tenant)
+    api = session.api()
+    body = only_given(
+        tenant=tenant_id(api, ns),
+        name=name,
+        fifo=fifo,
+        broadcast=broadcast,
+        max_delivery_attempts=max_delivery_attempts,
+        retry_policy=retry_policy.value if retry_policy else None,
+        retry_initial_backoff_ms=retry_initial_backoff_ms,
+        retry_max_backoff_ms=retry_max_backoff_ms,
+        description=description,
+    )
+    row = api.post(PATH, body)
+    finish_change(
+        api,
+        PATH,
+        row,
+        f"group {ns}/{name}",
+        no_wait=no_wait,
+        timeout=wait_timeout,
+        fmt=fmt,
+        columns=DETAIL_COLUMNS,
+    )
+
+
+@app.command("update")
+def update(
+    name: Name,
+    tenant: Tenant = None,
+    fifo: Annotated[bool | None, typer.Option("--fifo/--no-fifo", show_default=False)] = None,
+    broadcast: Annotated[bool | None, typer.Option("--broadcast/--no-broadcast", show_default=False)] = None,
+    max_delivery_attempts: MaxAttempts = None,
+    retry_policy: Policy = None,
+    retry_initial_backoff_ms: InitialBackoff = None,
+    retry_max_backoff_ms: MaxBackoff = None,
+    description: Description = None,
+    no_wait: NoWait = False,
+    wait_timeout: WaitTimeout = DEFAULT_WAIT_TIMEOUT,
+    fmt: Output = output.OutputFormat.TABLE,
+) -> None:
+    """Change a consumer group (only the options given)."""
+    session = current()
+    ns = session.tenant(tenant)
+    api = session.api()
+    row = find(ns, name)
+    body = only_given(
+        fifo=fifo,
+        broadcast=broadcast,
+        max_delivery_attempts=max_delivery_attempts,
+        retry_policy=retry_policy.value if retry_policy else None,
+        retry_initial_backoff_ms=retry_initial_backoff_ms,
+        retry_max_backoff_ms=retry_max_backoff_ms,
+        description=description,
+    )
+    row = api.patch(f"{PATH}{row['id']}/", body)
+    finish_change(
+        api,
+        PATH,
+        row,
+        f"group {ns}/{name}",
+        no_wait=no_wait,
+        timeout=wait_timeout,
+        fmt=fmt,
+        columns=DETAIL_COLUMNS,
+    )
+
+
+@app.command("delete")
+def delete(
+    name: Name,
+    tenant: Tenant = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    no_wait: NoWait = False,
+    wait_timeout: WaitTimeout = DEFAULT_WAIT_TIMEOUT,
+) -> None:
+    """Delete a consumer group from the brokers."""
+    session = current()
+    ns = session.tenant(tenant)
+    row = find(ns, name)
+    confirm(f"group {ns}/{name}", yes)
+    finish_delete(session.api(), PATH, row, f"group {ns}/{name}", no_wait=no_wait, timeout=wait_timeout)
+
+
+@app.command("lag")
+def lag(name: Name, tenant: Tenant = None, fmt: Output = output.OutputFormat.TABLE) -> None:
+    """Committed offset, lag (messages and ms) and in-flight count per queue, from the brokers."""
+    session = current()
+    ns = session.tenant(tenant)
+    row = find(ns, name)
+    data = session.api().request("GET", f"{PATH}{row['id']}/lag/", not_found=f"group {ns}/{name}")
+    if fmt is output.OutputFormat.TABLE:
+        output.emit(
+            data.get("queues", []),
+            fmt,
+            ("topic", "broker", "queue_id", "committed_offset", "max_offset", "lag", "inflight", "lag_ms"),
+            title=f"{ns}/{name}: total lag {data.get('total_lag', 0)}",
+        )
+    else:
+        output.emit(data, fmt)
+
+
+@app.command("clients")
+def clients(name: Name, tenant: Tenant = None, fmt: Output = output.OutputFormat.TABLE) -> None:
+    """Consumers of this group connected to the brokers."""
+    session = current()
+    ns = session.tenant(tenant)
+    row = find(ns, name)
+    data = session.api().request("GET", f"{PATH}{row['id']}/clients/", not_found=f"group {ns}/{name}")
+    output.emit(
+        data.get("results", []), fmt, ("client_id", "language", "version", "address", "broker", "last_seen")
+    )
