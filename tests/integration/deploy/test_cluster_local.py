@@ -1,0 +1,142 @@
+"""``make cluster-up``: the production topology on loopback serves a tenant end to end, and
+``make cluster-down`` leaves no process behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from mqcloud import ClientConfig, Credentials, Message, Producer, SimpleConsumer
+
+REPO = Path(__file__).resolve().parents[3]
+SCRIPT = REPO / "scripts" / "cluster_local.py"
+MARKER = "MQCLOUD_LOCAL_CLUSTER"
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(420)]
+
+
+def cluster_processes(state_dir: Path) -> list[int]:
+    """Live (non-zombie) PIDs whose environment carries this cluster's marker."""
+    needle = f"{MARKER}={state_dir}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            if (entry / "stat").read_text().rpartition(")")[2].split()[0] in ("Z", "X"):
+                continue
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        found.append(int(entry.name))
+    return found
+
+
+def run_script(action: str, state_dir: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    # The cluster brings its own PostgreSQL and Redis: nothing from the test run leaks in.
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), action, "--state-dir", str(state_dir)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[Path, dict[str, object]]]:
+    state_dir = (tmp_path / "cluster").resolve()
+    up = run_script("up", state_dir, timeout=240)
+    try:
+        assert up.returncode == 0, up.stderr[-3000:]
+        yield state_dir, json.loads((state_dir / "cluster.json").read_text())
+    finally:
+        if up.returncode != 0 or not (state_dir / "cluster.json").exists():
+            for log in sorted((state_dir / "logs").glob("*.log")):
+                print(f"== {log.name}\n{log.read_text()[-2000:]}")
+        run_script("down", state_dir, timeout=120)
+        for pid in cluster_processes(state_dir):  # never leak a cluster, even on failure
+            os.kill(pid, signal.SIGKILL)
+
+
+def wait_active(http: httpx.Client, path: str, timeout: float = 90) -> dict[str, object]:
+    deadline = time.monotonic() + timeout
+    while True:
+        row = http.get(path).json()
+        if row["status"] == "active":
+            return dict(row)
+        assert time.monotonic() < deadline, f"{path} never became active: {row}"
+        time.sleep(0.5)
+
+
+def test_cluster_up_serves_a_tenant_through_both_groups_and_down_leaves_nothing(
+    cluster: tuple[Path, dict[str, object]],
+) -> None:
+    state_dir, state = cluster
+    groups = state["broker_groups"]
+    assert isinstance(groups, dict) and len(groups) == 2
+    assert all(len(nodes) == 3 for nodes in groups.values())
+    # given: every part runs as its own process, found by the marker the script sets
+    names = {p.name.split("-", 1)[1].removesuffix(".pid") for p in (state_dir / "pids").glob("*.pid")}
+    assert {"postgres", "redis", "s3", "control-plane", "celery-worker", "celery-beat"} <= names
+    assert {"controller-0", "controller-1"} <= names
+    assert {f"broker-{g}-{n}" for g in "ab" for n in range(3)} <= names
+    assert len(cluster_processes(state_dir)) >= 14
+    # the control plane is gunicorn with uvicorn workers, on PostgreSQL
+    api = str(state["api"])
+    assert httpx.get(f"{api}/api/v1/health").json() == {"status": "ok", "database": "postgresql"}
+    token = state["operator"]["token"]  # type: ignore[index]
+
+    with httpx.Client(base_url=api, headers={"Authorization": f"Token {token}"}, timeout=30) as http:
+        # when: a tenant, an access key, a topic and a group are provisioned through the REST API
+        tenant = http.post("/api/v1/tenants/", json={"name": "Acme", "namespace": "acme"})
+        assert tenant.status_code == 201, tenant.text
+        tenant_id = tenant.json()["id"]
+        key = http.post("/api/v1/access-keys/", json={"tenant": tenant_id, "description": "ci"})
+        assert key.status_code == 201, key.text
+        topic = http.post("/api/v1/topics/", json={"tenant": tenant_id, "name": "orders", "queue_count": 4})
+        assert topic.status_code == 201, topic.text
+        group = http.post("/api/v1/consumer-groups/", json={"tenant": tenant_id, "name": "billing"})
+        assert group.status_code == 201, group.text
+        # then: Celery (over Redis) pushes them to every broker group
+        wait_active(http, f"/api/v1/access-keys/{key.json()['id']}/")
+        wait_active(http, f"/api/v1/topics/{topic.json()['id']}/")
+        wait_active(http, f"/api/v1/consumer-groups/{group.json()['id']}/")
+
+    # and: the SDK sends and receives through each broker group with the tenant's key
+    credentials = Credentials(key.json()["access_key"], key.json()["secret_key"])
+    for group_name, nodes in groups.items():
+        config = ClientConfig(nodes[0]["endpoint"], credentials=credentials, namespace="acme")
+        sent = {f"{group_name}-{i}".encode() for i in range(10)}
+        with Producer(config, topics=["orders"]) as producer:
+            for body in sorted(sent):
+                producer.send(Message("orders", body, tag="t"))
+        received: set[bytes] = set()
+        deadline = time.monotonic() + 60
+        with SimpleConsumer(config, "billing", {"orders": "*"}, await_duration=2) as consumer:
+            while received != sent and time.monotonic() < deadline:
+                for message in consumer.receive(16, 30):
+                    received.add(message.body)
+                    consumer.ack(message)
+        assert received == sent, f"{group_name}: missing {sorted(sent - received)}"
+
+    # when: cluster-down
+    started = time.monotonic()
+    down = run_script("down", state_dir, timeout=120)
+    # then: it stops everything, quickly, and removes the state dir
+    assert down.returncode == 0, down.stderr
+    assert cluster_processes(state_dir) == []
+    assert not state_dir.exists()
+    assert time.monotonic() - started < 60
