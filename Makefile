@@ -4,9 +4,10 @@ SHELL := /bin/bash
 
 UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 DATA_DIR ?= .data
+CLUSTER_DIR ?= .cluster
 PYTEST_ARGS ?=
 
-.PHONY: help uv venv run test test-fast lint format proto bench clean
+.PHONY: help uv venv run test test-fast lint format proto bench clean cluster-up cluster-down
 
 help:
 	@echo "make run        set up and start the standalone stack (control plane :8000, Celery, broker :8081)"
@@ -15,6 +16,7 @@ help:
 	@echo "make lint       ruff and mypy"
 	@echo "make proto      regenerate gRPC stubs from proto/ into mqcloud/"
 	@echo "make bench      run the benchmark harnesses in bench/"
+	@echo "make cluster-up the production topology as processes on loopback (cluster-down stops it)"
 
 uv:
 	@command -v uv >/dev/null 2>&1 || [ -x "$(HOME)/.local/bin/uv" ] || { \
@@ -48,6 +50,12 @@ proto: venv
 bench: venv
 	@mkdir -p bench/results
 	@for b in bench/*_bench.py; do echo "== $$b"; $(UV) run python $$b --quick --json bench/results/$$(basename $$b .py).json || exit 1; done
+
+cluster-up: venv
+	$(UV) run python scripts/cluster_local.py up --state-dir $(CLUSTER_DIR)
+
+cluster-down: venv
+	$(UV) run python scripts/cluster_local.py down --state-dir $(CLUSTER_DIR)
 
 clean:
 	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache

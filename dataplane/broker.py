@@ -5,16 +5,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import defaultdict
 from typing import Any
 
 from dataplane.clients import ClientRegistry
 from dataplane.config import BrokerSettings
 from dataplane.errors import GroupNotFound, TopicNotFound
+from dataplane.ha_writes import build_ha
 from dataplane.metadata import GroupConfig, MetadataStore, TopicConfig
 from dataplane.pop import PopState
 from dataplane.receipt import ReceiptCodec, load_or_create_secret
 from dataplane.timer import RecallCodec, TimerMessageStore
+from dataplane.trace import MessageTracer
 from dataplane.transaction import TransactionalMessageService, TransactionCheckService, telemetry_sender
 
 __all__ = ("Broker", "authorize")
@@ -23,23 +26,29 @@ logger = logging.getLogger(__name__)
 
 
 def authorize(context: Any, action: str, resource: str) -> None:
-    """Authentication/ACL seam: raise ``dataplane.errors.Forbidden`` to refuse. Allows everything now."""
+    """Kept for handlers that want an extra check; authentication, namespace/ACL and quota checks of
+    every v2 RPC happen before the handler, in ``dataplane.interceptors`` (docs/security.md)."""
     return
 
 
-def _open_store(settings: BrokerSettings) -> Any:
+def _open_store(settings: BrokerSettings, metadata: MetadataStore | None = None) -> Any:
     store_dir = settings.data_dir / "store"
     from dataplane.store import FlushDiskType as StoreFlush
     from dataplane.store import MessageStore, MessageStoreConfig  # type: ignore[attr-defined]
 
-    return MessageStore(
-        MessageStoreConfig(
-            store_dir=store_dir,
-            mapped_file_size_commit_log=settings.commit_log_segment_bytes,
-            flush_disk_type=StoreFlush.SYNC_FLUSH if settings.flush == "sync" else StoreFlush.ASYNC_FLUSH,
-            max_message_size=max(settings.max_body_bytes + (64 << 10), 1 << 20),
-        )
+    config = MessageStoreConfig(
+        store_dir=store_dir,
+        mapped_file_size_commit_log=settings.commit_log_segment_bytes,
+        flush_disk_type=StoreFlush.SYNC_FLUSH if settings.flush == "sync" else StoreFlush.ASYNC_FLUSH,
+        max_message_size=max(settings.max_body_bytes + (64 << 10), 1 << 20),
+        disk_full_ratio=settings.disk_full_ratio,
+        disk_min_free_bytes=settings.disk_min_free_bytes,
     )
+    if settings.tier_enabled and metadata is not None:  # tiered storage: docs/tiered-storage.md
+        from dataplane.tier import open_tiered_store
+
+        return open_tiered_store(settings, config, metadata)
+    return MessageStore(config)
 
 
 class Broker:
@@ -55,8 +64,10 @@ class Broker:
         self.transactions: TransactionalMessageService | None = None
         self._transaction_checks: TransactionCheckService | None = None
         self.clients = ClientRegistry()
-        self.store: Any = _open_store(settings)
+        self.store: Any = _open_store(settings, self.metadata)
+        self.tracer = MessageTracer(self.store, enabled=settings.trace_enabled)
         self.pop: PopState | None = None
+        self.ha: Any = None  # dataplane.ha.HANode when a controller is configured (started by server.py)
         self.closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
@@ -67,6 +78,7 @@ class Broker:
         self._loop_thread = threading.get_ident()
         self.store.start()
         self.store.add_dispatch_listener(self._on_dispatch)
+        self.tracer.start(loop)
         if hasattr(self.store, "look_message_by_offset"):  # timers need the CommitLog store
             self.timers = TimerMessageStore(
                 self.store, self.settings.data_dir / "timer", self.settings.max_delay_ms
@@ -92,11 +104,16 @@ class Broker:
             sync=self.settings.flush == "sync",
             compact_after=self.settings.pop_journal_compact_records,
         )
+        self.ha = build_ha(self)
 
     def _initial_offset(self, group: str, topic: str, queue_id: int) -> int:
         committed = self.committed_offset(group, topic, queue_id)
         if committed >= 0:
             return committed
+        if "@" in group:  # a broadcast member (docs/broker.md): what was stored since it first came
+            session = self.clients.get(group.partition("@")[2])
+            since = session.first_seen_ms if session is not None else int(time.time() * 1000)
+            return int(self.store.get_offset_in_queue_by_time(topic, queue_id, since))
         # A new group starts from the first message still stored (documented in docs/broker.md).
         return int(self.store.get_min_offset_in_queue(topic, queue_id))
 
@@ -108,6 +125,7 @@ class Broker:
     def begin_shutdown(self) -> None:
         """Stop long polls and Telemetry streams so the gRPC grace period is not spent waiting."""
         self.closing = True
+        self.tracer.stop()
         if self._transaction_checks is not None:
             self._transaction_checks.stop()
         for topic in list(self._waiters):
@@ -124,6 +142,7 @@ class Broker:
                 self.transactions.commit_progress()
             if self.timers is not None:
                 self.timers.shutdown()
+            self.tracer.flush()
             self.store.consumer_offsets.persist()
         finally:
             self.store.shutdown()

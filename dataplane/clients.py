@@ -46,6 +46,7 @@ class ClientSession:
     topics: set[str] = dataclasses.field(default_factory=set)
     settings: pb.Settings | None = None
     last_seen_ms: int = 0
+    first_seen_ms: int = 0
     outbound: asyncio.Queue[svc.TelemetryCommand | None] | None = None
 
 
@@ -69,6 +70,7 @@ class ClientRegistry:
         session = self._clients.get(client_id)
         if session is None:
             session = self._clients[client_id] = ClientSession(client_id)
+            session.first_seen_ms = int(time.time() * 1000)
         session.language = language[:32] or session.language
         session.version = version[:32] or session.version
         session.address = peer[:128]

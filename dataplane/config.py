@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ("BrokerSettings", "load_settings")
@@ -27,6 +27,9 @@ class BrokerSettings(BaseSettings):
     metrics_listen: str = "127.0.0.1:5557"
     flush: Literal["sync", "async"] = "async"
     commit_log_segment_bytes: int = Field(default=1 << 30, ge=4096)
+    # Produce is refused ("disk is full") above this used ratio or below this many free bytes.
+    disk_full_ratio: float = Field(default=0.95, gt=0, le=1)
+    disk_min_free_bytes: int = Field(default=64 << 20, ge=0)
     max_body_bytes: int = Field(default=4 << 20, ge=1)
     # gRPC frame limit; a little above max_body_bytes so oversized bodies get MESSAGE_BODY_TOO_LARGE.
     max_grpc_message_bytes: int = Field(default=16 << 20, ge=1 << 16)
@@ -55,6 +58,64 @@ class BrokerSettings(BaseSettings):
     transaction_check_interval_ms: int = Field(default=60_000, ge=100)
     transaction_check_max_backoff_ms: int = Field(default=600_000, ge=100)
     max_transaction_checks: int = Field(default=15, ge=0)
+    # Retry backoff (docs/broker.md) of groups without a retry policy; empty: at once when the
+    # invisible time ends. RocketMQ's ladder is dataplane.retry.ROCKETMQ_RETRY_DELAYS_MS.
+    default_retry_delays_ms: list[int] = Field(default_factory=list)
+    # Message trace (docs/trace.md): events written to the rmq_sys_TRACE_DATA topic.
+    trace_enabled: bool = True
+    # HA, controller mode (docs/ha.md). ``controller``: comma-separated controller HOST:PORTs; empty =
+    # a standalone node. The group is ``broker_name``; ``ha_node`` names this node in it (default: listen).
+    controller: str = ""
+    ha_node: str = ""
+    ha_listen: str = "127.0.0.1:10912"
+    ha_advertise: str = ""
+    # Copies (master included) that must hold a message before SEND_OK; per topic only where stricter.
+    min_in_sync_replicas: int = Field(default=1, ge=1)
+    min_in_sync_replicas_per_topic: dict[str, int] = Field(default_factory=dict)
+    ha_ack_timeout_ms: int = Field(default=3_000, ge=1)
+    ha_heartbeat_interval_ms: int = Field(default=300, ge=10)
+    # A replica leaves the in-sync set after this long not within ha_max_gap_bytes of the master.
+    ha_in_sync_timeout_ms: int = Field(default=3_000, ge=10)
+    ha_max_gap_bytes: int = Field(default=1 << 20, ge=0)
+    # Tiered storage (docs/tiered-storage.md): sealed CommitLog segments are offloaded to an object
+    # store and read back from it. URL: file:///dir (empty: {data_dir}/tiered-objects), s3://bucket/
+    # prefix, gs://bucket/prefix, az://container/prefix; objects go under {url}/{broker_name}/.
+    tier_enabled: bool = False
+    tier_url: str = ""
+    # S3-compatible stores: endpoint (MinIO, Ceph, moto; empty: AWS), region and credentials.
+    tier_endpoint: str = ""
+    tier_region: str = ""
+    tier_access_key_id: str = ""
+    tier_secret_access_key: SecretStr = SecretStr("")
+    # Offload a sealed segment once it is this old, or sooner while more sealed bytes wait.
+    tier_offload_after_ms: int = Field(default=600_000, ge=0)
+    tier_offload_pending_bytes: int = Field(default=2 << 30, ge=0)
+    # Retention of topics without their own (retention_hours / tiered_retention_hours = 0 for hot).
+    tier_hot_retention_hours: float = Field(default=72.0, ge=0)
+    tier_retention_hours: float = Field(default=720.0, ge=0)
+    # Cold reads: block cache size, block (ranged GET) size, read-ahead blocks for sequential readers.
+    tier_cache_bytes: int = Field(default=64 << 20, ge=1 << 16)
+    tier_block_bytes: int = Field(default=1 << 20, ge=4096)
+    tier_prefetch_blocks: int = Field(default=4, ge=0)
+    tier_interval_ms: int = Field(default=5_000, ge=10)
+    tier_request_timeout_s: float = Field(default=30.0, gt=0)
+    # Security (docs/security.md). Development mode admits unsigned v2 requests and, without an
+    # admin token, the admin API; never use it where the port is reachable by others.
+    dev_mode: bool = False
+    # Operator credential of the admin API (``authorization: Bearer TOKEN``).
+    admin_token: SecretStr | None = None
+    # TLS on the gRPC port when both are set (PEM files).
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    # Quotas (docs/security.md): limits are cluster-wide; this node enforces limit / quota_nodes.
+    quota_nodes: int = Field(default=1, ge=1)
+    quota_burst_s: float = Field(default=1.0, gt=0)
+    # Metering (docs/metering.md): root directory or file:// URL, default {data_dir}/../metering.
+    metering_dir: str = ""
+    metering_flush_s: float = Field(default=60.0, gt=0)
+    lag_sample_s: float = Field(default=30.0, gt=0)
+    storage_sample_s: float = Field(default=3600.0, gt=0)
+    storage_scan_s: float = Field(default=5.0, gt=0)
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> BrokerSettings:

@@ -52,6 +52,8 @@ class TopicConfig:
     max_message_bytes: int = 0
     create_time_ms: int = 0
     update_time_ms: int = 0
+    # Tiered storage: hours in the object store after the hot retention (0: not kept past it).
+    tiered_retention_hours: int = 0
 
     @property
     def namespace(self) -> str:
@@ -100,8 +102,10 @@ def validate_topic(topic: TopicConfig) -> None:
     _check_name(topic.name)
     if not 1 <= topic.queue_count <= _MAX_QUEUES:
         raise MetadataError("invalid", f"queue_count must be 1..{_MAX_QUEUES}, got {topic.queue_count}")
-    if topic.retention_hours < 0 or topic.max_message_bytes < 0:
-        raise MetadataError("invalid", "retention_hours and max_message_bytes must be >= 0")
+    if topic.retention_hours < 0 or topic.max_message_bytes < 0 or topic.tiered_retention_hours < 0:
+        raise MetadataError(
+            "invalid", "retention_hours, tiered_retention_hours and max_message_bytes must be >= 0"
+        )
 
 
 def validate_group(group: GroupConfig) -> None:

@@ -43,6 +43,9 @@ class InFlight:
     nonce: str
     attempt: int
     invisible_until_ms: int
+    # Waiting out the group's retry backoff after its invisible time ran out (or after a
+    # ChangeInvisibleDuration): when this runs out the message is delivered again at once.
+    waiting: bool = False
 
 
 @dataclasses.dataclass(slots=True)
@@ -76,6 +79,9 @@ _rng = random.Random()
 @functools.lru_cache(maxsize=4096)
 def _json_str(text: str) -> str:
     return json.dumps(text)
+
+
+_WAITING = ',"w":1'
 
 
 def new_nonce() -> str:
@@ -115,7 +121,7 @@ class PopState:
             for item in json.loads(snapshot.read_text()):
                 pos = QueuePosition(item["next"])
                 for e in item["inflight"]:
-                    pos.in_flight[e[0]] = InFlight(e[0], e[1], e[2], e[3])
+                    pos.in_flight[e[0]] = InFlight(e[0], e[1], e[2], e[3], len(e) > 4 and bool(e[4]))
                 for offset, message_group in item.get("groups", ()):
                     pos.groups[offset] = message_group
                 pos.held.update(item.get("held", ()))
@@ -139,7 +145,7 @@ class PopState:
             pos = self._positions[key] = QueuePosition(r.get("next", 0))
         op = r["op"]
         if op == "pop":
-            pos.in_flight[r["o"]] = InFlight(r["o"], r["n"], r["a"], r["u"])
+            pos.in_flight[r["o"]] = InFlight(r["o"], r["n"], r["a"], r["u"], bool(r.get("w")))
             pos.next_offset = max(pos.next_offset, r["next"])
             if "mg" in r:
                 pos.groups[r["o"]] = r["mg"]
@@ -205,7 +211,8 @@ class PopState:
                 "q": q,
                 "next": pos.next_offset,
                 "inflight": [
-                    [e.offset, e.nonce, e.attempt, e.invisible_until_ms] for e in pos.in_flight.values()
+                    [e.offset, e.nonce, e.attempt, e.invisible_until_ms, *((1,) if e.waiting else ())]
+                    for e in pos.in_flight.values()
                 ],
             }
             if pos.groups:
@@ -267,18 +274,22 @@ class PopState:
         until_ms: int,
         next_offset: int,
         message_group: str | None = None,
+        *,
+        waiting: bool = False,
+        nonce: str | None = None,
     ) -> InFlight:
         """Record a (re)delivery of ``offset``; returns the entry with its new nonce.
 
         ``message_group`` (FIFO groups, first delivery) is remembered until the ack; redeliveries
-        keep it without passing it again.
+        keep it without passing it again. ``waiting`` marks a retry backoff (see InFlight);
+        ``nonce`` keeps the current one (the handle stays valid while the backoff runs).
         """
         pos = self.position(group, topic, queue_id)
         before = pos.committed()
-        nonce = new_nonce()
+        nonce = nonce or new_nonce()
         following = max(next_offset, pos.next_offset)
         # The hot path: the same record as _write({"op": "pop", ...}) would journal and apply.
-        entry = pos.in_flight[offset] = InFlight(offset, nonce, attempt, until_ms)
+        entry = pos.in_flight[offset] = InFlight(offset, nonce, attempt, until_ms, waiting)
         pos.next_offset = following
         mg = ""
         if message_group is not None:
@@ -288,7 +299,7 @@ class PopState:
         self._append_line(
             f'{{"op":"pop","g":{_json_str(group)},"t":{_json_str(topic)},"q":{int(queue_id)},'
             f'"o":{int(offset)},"n":"{nonce}","a":{int(attempt)},"u":{int(until_ms)},'
-            f'"next":{int(following)}{mg}}}\n'
+            f'"next":{int(following)}{mg}{_WAITING if waiting else ""}}}\n'
         )
         self._commit(group, topic, queue_id, before)
         return entry

@@ -10,9 +10,15 @@ import grpc
 
 from dataplane.broker import Broker
 from dataplane.config import BrokerSettings
+from dataplane.guard import Guard
+from dataplane.interceptors import AdminAuthInterceptor, MessagingInterceptor
 from dataplane.services import BrokerAdminServicer, MessagingServicer
-from mqcloud.admin.v1 import admin_pb2_grpc
-from mqcloud.apache.rocketmq.v2 import service_pb2_grpc
+from dataplane.services.cluster import ClusterAdminServicer
+from dataplane.services.messages_admin import MessageAdminServicer
+from dataplane.services.tier_admin import TierAdminServicer
+from dataplane.wire import add_servicer
+from mqcloud.admin.v1 import admin_pb2, cluster_pb2, messages_pb2, tier_pb2
+from mqcloud.apache.rocketmq.v2 import service_pb2
 
 __all__ = ("BrokerServer", "run")
 
@@ -25,8 +31,11 @@ class BrokerServer:
     def __init__(self, settings: BrokerSettings) -> None:
         self.settings = settings
         self.broker = Broker(settings)
+        self.guard = Guard(self.broker)
+        token = settings.admin_token.get_secret_value() if settings.admin_token else None
         limit = settings.max_grpc_message_bytes
         self.server = grpc.aio.server(
+            interceptors=[AdminAuthInterceptor(token, settings.dev_mode)],
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", limit),
@@ -37,15 +46,43 @@ class BrokerServer:
                 # CANCELLED, which the SDKs do not retry. Queue them instead.
                 ("grpc.server.max_pending_requests", 10_000),
                 ("grpc.server.max_pending_requests_hard_limit", 20_000),
-            ]
+            ],
         )
-        service_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(self.broker), self.server)
-        admin_pb2_grpc.add_BrokerAdminServicer_to_server(BrokerAdminServicer(self.broker), self.server)
+        # wire.add_servicer: malformed request bytes get INVALID_ARGUMENT instead of a crash
+        add_servicer(
+            self.server,
+            MessagingServicer(self.broker),
+            service_pb2.DESCRIPTOR.services_by_name["MessagingService"],
+            wrap=MessagingInterceptor(self.guard).wrap,
+        )
+        add_servicer(
+            self.server,
+            BrokerAdminServicer(self.broker),
+            admin_pb2.DESCRIPTOR.services_by_name["BrokerAdmin"],
+        )
+        add_servicer(
+            self.server,
+            MessageAdminServicer(self.broker),
+            messages_pb2.DESCRIPTOR.services_by_name["MessageAdmin"],
+        )
+        add_servicer(
+            self.server,
+            ClusterAdminServicer(self.broker),
+            cluster_pb2.DESCRIPTOR.services_by_name["ClusterAdmin"],
+        )
+        add_servicer(
+            self.server,
+            TierAdminServicer(self.broker),
+            tier_pb2.DESCRIPTOR.services_by_name["TierAdmin"],
+        )
         self.port = 0
 
     async def start(self) -> None:
         self.broker.start(asyncio.get_running_loop())
-        self.port = self.server.add_insecure_port(self.settings.listen)
+        if self.broker.ha is not None:
+            await self.broker.ha.start()
+        self.guard.start()
+        self.port = _add_port(self.server, self.settings)
         if self.port == 0:
             raise OSError(f"cannot listen on {self.settings.listen}")
         await self.server.start()
@@ -53,7 +90,24 @@ class BrokerServer:
     async def stop(self) -> None:
         self.broker.begin_shutdown()
         await self.server.stop(self.settings.grace_seconds)
-        self.broker.close()
+        if self.broker.ha is not None:
+            await self.broker.ha.stop()
+        try:
+            await self.guard.stop()
+        finally:
+            self.broker.close()
+
+
+def _add_port(server: grpc.aio.Server, settings: BrokerSettings) -> int:
+    """The gRPC port: TLS when a certificate and key are configured, else plaintext."""
+    if settings.tls_cert_file is None and settings.tls_key_file is None:
+        return server.add_insecure_port(settings.listen)
+    if settings.tls_cert_file is None or settings.tls_key_file is None:
+        raise OSError("TLS needs both tls_cert_file and tls_key_file")
+    credentials = grpc.ssl_server_credentials(
+        [(settings.tls_key_file.read_bytes(), settings.tls_cert_file.read_bytes())]
+    )
+    return server.add_secure_port(settings.listen, credentials)
 
 
 def _start_metrics(address: str) -> None:

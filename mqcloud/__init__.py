@@ -27,7 +27,7 @@ from mqcloud.errors import (
 )
 from mqcloud.fault import LatencyFaultTolerance
 from mqcloud.message import FilterExpression, Message, MessageView, SendReceipt
-from mqcloud.producer import AsyncProducer, Producer, Transaction
+from mqcloud.producer import AsyncProducer, Producer, Transaction, TransactionChecker, TransactionResolution
 from mqcloud.push_consumer import AsyncPushConsumer, ConsumeResult, MessageListener, PushConsumer
 from mqcloud.simple_consumer import AsyncSimpleConsumer, SimpleConsumer
 
@@ -63,6 +63,8 @@ __all__ = (
     "SimpleConsumer",
     "TooManyRequestsError",
     "Transaction",
+    "TransactionChecker",
+    "TransactionResolution",
     "TransportError",
     "UnauthorizedError",
     "UnsupportedError",

@@ -60,6 +60,10 @@ class BaseClient:
     def _apply_settings(self, settings: pb.Settings) -> None:
         pass
 
+    def _orphan_handler(self) -> Any:
+        """Producers with a transaction checker answer the broker's orphaned-transaction checks."""
+        return None
+
     def _group(self) -> pb.Resource | None:
         return None
 
@@ -122,7 +126,9 @@ class BaseClient:
         new = []
         for ep in endpoints:
             if ep and ep not in self._sessions:
-                session = TelemetrySession(self.rpc, ep, self._settings, self._apply_settings)
+                session = TelemetrySession(
+                    self.rpc, ep, self._settings, self._apply_settings, self._orphan_handler()
+                )
                 self._sessions[ep] = session
                 new.append(session.start(self.settings_wait))
         if new:

@@ -6,6 +6,7 @@ Used by ``mqctl admin`` and the control plane. grpcio + protobuf only. Errors su
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any, cast
@@ -16,7 +17,14 @@ from google.protobuf import json_format
 from mqcloud.admin.v1 import admin_pb2 as a
 from mqcloud.admin.v1 import admin_pb2_grpc
 
-__all__ = ("QUOTA_LIMITS", "BrokerAdminClient", "BrokerAdminError", "quota_limits", "to_dict")
+__all__ = (
+    "QUOTA_LIMITS",
+    "BrokerAdminClient",
+    "BrokerAdminError",
+    "quota_limits",
+    "secret_fingerprint",
+    "to_dict",
+)
 
 MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")
 # The limits of the admin API's Quota message; the control plane's Plan/Quota fields and the broker's
@@ -39,6 +47,11 @@ class BrokerAdminError(Exception):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+
+
+def secret_fingerprint(access_key: str, secret: str) -> str:
+    """What brokers list instead of a secret: hex SHA-256 of ``"{access_key}:{secret}"``."""
+    return hashlib.sha256(f"{access_key}:{secret}".encode()).hexdigest()
 
 
 def to_dict(message: Any) -> dict[str, Any]:
@@ -73,12 +86,32 @@ def _enum(pb_enum: Any, prefix: str, value: str) -> Any:
 
 
 class BrokerAdminClient:
-    """``BrokerAdminClient("127.0.0.1:8081").create_topic("ns%orders", queue_count=8)``."""
+    """``BrokerAdminClient("127.0.0.1:8081").create_topic("ns%orders", queue_count=8)``.
 
-    def __init__(self, target: str, *, timeout: float = 10.0, channel: grpc.Channel | None = None) -> None:
-        self._channel = channel or grpc.insecure_channel(target)
+    ``token`` is the broker's operator credential (sent as ``authorization: Bearer``); ``tls`` or
+    ``root_certificates`` (PEM) connect over TLS.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        timeout: float = 10.0,
+        channel: grpc.Channel | None = None,
+        token: str | None = None,
+        tls: bool = False,
+        root_certificates: bytes | None = None,
+    ) -> None:
+        if channel is None:
+            if tls or root_certificates is not None:
+                creds = grpc.ssl_channel_credentials(root_certificates=root_certificates)
+                channel = grpc.secure_channel(target, creds)
+            else:
+                channel = grpc.insecure_channel(target)
+        self._channel = channel
         self._stub = admin_pb2_grpc.BrokerAdminStub(self._channel)
         self._timeout = timeout
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else None
 
     def close(self) -> None:
         self._channel.close()
@@ -93,7 +126,7 @@ class BrokerAdminClient:
 
     def _call(self, method: str, request: Any) -> Any:  # the generated stubs are untyped
         try:
-            return getattr(self._stub, method)(request, timeout=self._timeout)
+            return getattr(self._stub, method)(request, timeout=self._timeout, metadata=self._metadata)
         except grpc.RpcError as exc:
             code = exc.code()  # type: ignore[attr-defined]
             raise BrokerAdminError(code.name if code else "UNKNOWN", exc.details() or "") from exc  # type: ignore[attr-defined]
@@ -109,6 +142,7 @@ class BrokerAdminClient:
         retention_hours: int = 0,
         max_message_bytes: int = 0,
         namespace: str = "",
+        tiered_retention_hours: int = 0,
     ) -> a.Topic:
         topic = a.Topic(
             name=name,
@@ -117,6 +151,7 @@ class BrokerAdminClient:
             retention_hours=retention_hours,
             max_message_bytes=max_message_bytes,
             namespace=namespace,
+            tiered_retention_hours=tiered_retention_hours,
         )
         return cast(a.Topic, self._call("CreateTopic", a.CreateTopicRequest(topic=topic)).topic)
 
@@ -128,6 +163,7 @@ class BrokerAdminClient:
         message_type: str | None = None,
         retention_hours: int | None = None,
         max_message_bytes: int | None = None,
+        tiered_retention_hours: int | None = None,
     ) -> a.Topic:
         request = a.UpdateTopicRequest(name=name)
         if queue_count is not None:
@@ -138,6 +174,8 @@ class BrokerAdminClient:
             request.retention_hours = retention_hours
         if max_message_bytes is not None:
             request.max_message_bytes = max_message_bytes
+        if tiered_retention_hours is not None:
+            request.tiered_retention_hours = tiered_retention_hours
         return cast(a.Topic, self._call("UpdateTopic", request).topic)
 
     def delete_topic(self, name: str) -> None:
@@ -247,8 +285,10 @@ class BrokerAdminClient:
     def delete_access_key(self, access_key: str, namespace: str = "") -> None:
         self._call("DeleteAccessKey", a.DeleteAccessKeyRequest(access_key=access_key, namespace=namespace))
 
-    def list_access_keys(self, namespace: str = "") -> list[a.AccessKey]:
-        return list(self._call("ListAccessKeys", a.ListAccessKeysRequest(namespace=namespace)).access_keys)
+    def list_access_keys(self, namespace: str = "", *, include_secrets: bool = False) -> list[a.AccessKey]:
+        """Keys with ``secret_fingerprint``; ``secret_key`` only with ``include_secrets`` and a token."""
+        request = a.ListAccessKeysRequest(namespace=namespace, include_secrets=include_secrets)
+        return list(self._call("ListAccessKeys", request).access_keys)
 
     # ACL policies
 

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import enum
 import hashlib
+import inspect
 import itertools
+import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
 
 from mqcloud._base import BaseClient, endpoint_of
 from mqcloud._loop import BlockingClient
@@ -32,9 +36,25 @@ from mqcloud.errors import (
     is_retriable,
 )
 from mqcloud.fault import LatencyFaultTolerance, select_queue
-from mqcloud.message import Message, SendReceipt, generate_message_id
+from mqcloud.message import Message, MessageView, SendReceipt, generate_message_id
 
-__all__ = ("AsyncProducer", "Producer", "Transaction")
+__all__ = ("AsyncProducer", "Producer", "Transaction", "TransactionChecker", "TransactionResolution")
+
+log = logging.getLogger("mqcloud.producer")
+
+
+class TransactionResolution(enum.Enum):
+    """What a :data:`TransactionChecker` decides about a half message the broker asks about."""
+
+    COMMIT = "COMMIT"
+    ROLLBACK = "ROLLBACK"
+    # Not decided yet: no answer; the broker asks again later (and rolls back after its maximum).
+    UNKNOWN = "UNKNOWN"
+
+
+# Called with the half message when the broker checks back an unresolved transaction; plain
+# functions run in a worker thread, coroutine functions on the client's loop.
+TransactionChecker = Callable[[MessageView], "TransactionResolution | Awaitable[TransactionResolution]"]
 
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
 
@@ -48,7 +68,8 @@ def fifo_queue(queues: Sequence[pb.MessageQueue], message_group: str) -> pb.Mess
 class Transaction:
     """A local transaction: the message sent with it stays invisible until :meth:`commit`;
     :meth:`rollback` discards it. An unresolved one is checked back by the broker (the SDK does not
-    answer those checks yet, so the broker rolls it back after its maximum number of checks)."""
+    answers them only when it has a ``transaction_checker``; else the broker rolls it back after its
+    maximum number of checks)."""
 
     def __init__(self, producer: AsyncProducer) -> None:
         self._producer = producer
@@ -95,9 +116,11 @@ class AsyncProducer(BaseClient):
         *,
         max_attempts: int = 3,
         fault_tolerance: LatencyFaultTolerance | None = None,
+        transaction_checker: TransactionChecker | None = None,
     ) -> None:
         super().__init__(config)
         self.topics = list(topics)
+        self.transaction_checker = transaction_checker
         self.max_attempts = max_attempts
         self.backoff = RetryBackoff(max_attempts=max_attempts)
         self.max_body_size = DEFAULT_MAX_BODY
@@ -107,6 +130,44 @@ class AsyncProducer(BaseClient):
 
     def _initial_topics(self) -> Iterable[str]:
         return self.topics
+
+    def _orphan_handler(self) -> Any:
+        return self._check_orphan if self.transaction_checker is not None else None
+
+    async def _check_orphan(self, endpoint: str, command: svc.RecoverOrphanedTransactionCommand) -> None:
+        """Ask the checker about a half message and answer the broker with EndTransaction."""
+        checker = self.transaction_checker
+        assert checker is not None
+        view = MessageView.from_pb(command.message, endpoint)
+        try:
+            if inspect.iscoroutinefunction(checker):
+                decision = await checker(view)
+            else:
+                decision = await asyncio.to_thread(checker, view)
+                if inspect.isawaitable(decision):
+                    decision = await decision
+        except Exception:  # a failing checker is the user's; the broker asks again
+            log.exception("transaction checker failed for %s", view.message_id)
+            return
+        if decision not in (TransactionResolution.COMMIT, TransactionResolution.ROLLBACK):
+            return
+        resolution = (
+            pb.TransactionResolution.COMMIT
+            if decision is TransactionResolution.COMMIT
+            else pb.TransactionResolution.ROLLBACK
+        )
+        req = svc.EndTransactionRequest(
+            topic=command.message.topic,
+            message_id=view.message_id,
+            transaction_id=command.transaction_id,
+            resolution=resolution,
+            source=pb.TransactionSource.SOURCE_SERVER_CHECK,
+        )
+        try:
+            resp = await self.rpc.unary(endpoint, "EndTransaction", req)
+            check_status(resp.status)
+        except MQClientError as e:
+            log.warning("answering the check of %s failed: %s", view.message_id, e)
 
     def _settings(self) -> pb.Settings:
         s = self._base_settings()
@@ -242,8 +303,15 @@ class Producer(BlockingClient[AsyncProducer]):
         *,
         max_attempts: int = 3,
         fault_tolerance: LatencyFaultTolerance | None = None,
+        transaction_checker: TransactionChecker | None = None,
     ) -> None:
-        self._core = AsyncProducer(config, topics, max_attempts=max_attempts, fault_tolerance=fault_tolerance)
+        self._core = AsyncProducer(
+            config,
+            topics,
+            max_attempts=max_attempts,
+            fault_tolerance=fault_tolerance,
+            transaction_checker=transaction_checker,
+        )
 
     def send(
         self, message: Message, transaction: Transaction | None = None, timeout: float | None = None

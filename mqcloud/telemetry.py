@@ -9,7 +9,7 @@ import contextlib
 import logging
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from mqcloud._rpc import RpcClient
@@ -31,11 +31,15 @@ class TelemetrySession:
         endpoint: str,
         settings: Callable[[], pb.Settings],
         on_settings: Callable[[pb.Settings], None],
+        on_orphan: Callable[[str, svc.RecoverOrphanedTransactionCommand], Coroutine[Any, Any, None]]
+        | None = None,
     ) -> None:
         self.endpoint = endpoint
         self._rpc = rpc
         self._settings = settings
         self._on_settings = on_settings
+        self._on_orphan = on_orphan
+        self._checks: set[asyncio.Task[None]] = set()
         self._call: Any = None
         self._reader: asyncio.Task[None] | None = None
         self._closed = False
@@ -106,10 +110,17 @@ class TelemetrySession:
                 )
             )
         elif which == "recover_orphaned_transaction_command":
-            log.warning(
-                "orphaned transaction check from %s ignored: transaction checkers are not supported yet",
-                self.endpoint,
+            if self._on_orphan is None:
+                log.warning(
+                    "orphaned transaction check from %s ignored: no transaction checker", self.endpoint
+                )
+                return
+            # answered in a task: a slow checker must not stop this stream's reader
+            task: asyncio.Task[None] = asyncio.create_task(
+                self._on_orphan(self.endpoint, cmd.recover_orphaned_transaction_command)
             )
+            self._checks.add(task)
+            task.add_done_callback(self._checks.discard)
         elif which == "reconnect_endpoints_command":
             call.cancel()
 

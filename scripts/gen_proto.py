@@ -2,6 +2,7 @@
 
 ``proto/apache/rocketmq/v2/*.proto`` -> ``mqcloud/apache/rocketmq/v2/*_pb2{,_grpc}.py{,i}``
 ``proto/mqcloud/admin/v1/*.proto``   -> ``mqcloud/admin/v1/*_pb2{,_grpc}.py{,i}``
+``proto/mqcloud/ha/v1/*.proto``      -> ``mqcloud/ha/v1/*_pb2{,_grpc}.py{,i}``
 
 protoc writes absolute imports that follow the proto package (``from apache.rocketmq.v2 import
 definition_pb2``); they are rewritten to import inside ``mqcloud``. Output is deterministic, so
@@ -25,6 +26,7 @@ PROTO_ROOT = REPO_ROOT / "proto"
 PACKAGES: dict[str, str] = {
     "apache/rocketmq/v2": "mqcloud/apache/rocketmq/v2",
     "mqcloud/admin/v1": "mqcloud/admin/v1",
+    "mqcloud/ha/v1": "mqcloud/ha/v1",
 }
 # __init__.py files the generated modules need (mqcloud/__init__.py belongs to the SDK).
 INIT_FILES = (
@@ -33,6 +35,8 @@ INIT_FILES = (
     "mqcloud/apache/rocketmq/v2/__init__.py",
     "mqcloud/admin/__init__.py",
     "mqcloud/admin/v1/__init__.py",
+    "mqcloud/ha/__init__.py",
+    "mqcloud/ha/v1/__init__.py",
 )
 INIT_TEXT = '"""Generated protobuf stubs (scripts/gen_proto.py); do not edit."""\n'
 

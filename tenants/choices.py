@@ -8,8 +8,11 @@ __all__ = (
     "AclDecision",
     "AclPatternType",
     "AclResourceType",
+    "AnalyticsJob",
     "AuditAction",
     "BrokerHealth",
+    "JobRunStatus",
+    "JobTrigger",
     "MembershipRole",
     "ProvisioningStatus",
     "RetryPolicy",
@@ -106,3 +109,22 @@ class AuditAction(models.TextChoices):
     DELETE = "delete", "Delete"
     ROTATE = "rotate", "Rotate"
     REVOKE = "revoke", "Revoke"
+
+
+class AnalyticsJob(models.TextChoices):
+    """The nightly Spark jobs (analytics/)."""
+
+    BILLING = "billing", "Billing"
+    LAG = "lag", "Consumer lag"
+
+
+class JobRunStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    SKIPPED = "skipped", "Skipped (the same job and day was already running)"
+
+
+class JobTrigger(models.TextChoices):
+    SCHEDULE = "schedule", "Nightly schedule"
+    MANUAL = "manual", "On demand"

@@ -11,6 +11,8 @@ __all__ = (
     "ACCESS_KEY_ID_PREFIX",
     "ACCESS_KEY_ROTATION_OVERLAP",
     "ACCESS_KEY_SECRET_BYTES",
+    "ANALYTICS_MAX_RETRIES",
+    "ANALYTICS_RETRY_BACKOFF_S",
     "DEFAULT_MAX_DELIVERY_ATTEMPTS",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_QUEUE_COUNT",
@@ -46,6 +48,9 @@ SECRETS_HKDF_INFO = b"mqcloud.access-key-secrets.v1"
 # A broker that is down for a deploy usually comes back within a minute; past ~10 minutes the
 # periodic reconcile takes over, so the task gives up rather than piling up retries.
 PROVISION_MAX_RETRIES = 6
+# A failed Spark run is retried a few times, minutes apart (a busy cluster, a late object store).
+ANALYTICS_MAX_RETRIES = 3
+ANALYTICS_RETRY_BACKOFF_S = 300
 PROVISION_RETRY_BACKOFF_S = 5
 PROVISION_RETRY_BACKOFF_MAX_S = 300
 

@@ -7,6 +7,7 @@ from typing import ClassVar
 
 __all__ = (
     "AlreadyExists",
+    "AnalyticsJobFailed",
     "BrokerUnavailable",
     "ControlPlaneError",
     "ErrorCode",
@@ -75,4 +76,12 @@ class BrokerUnavailable(ControlPlaneError):
 
     code = ErrorCode.BROKER_UNAVAILABLE
     http_status = 503
+    retriable = True
+
+
+class AnalyticsJobFailed(ControlPlaneError):
+    """A Spark job (spark-submit) or the load of its results failed; the Celery task retries it."""
+
+    code = ErrorCode.CONFLICT
+    http_status = 409
     retriable = True

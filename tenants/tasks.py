@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 import logging
+from datetime import date
 from typing import Any
 
 from celery import shared_task
 
-from tenants.constants import PROVISION_MAX_RETRIES, PROVISION_RETRY_BACKOFF_MAX_S, PROVISION_RETRY_BACKOFF_S
-from tenants.errors import BrokerUnavailable
-from tenants.services import provisioning
+from tenants.choices import JobTrigger
+from tenants.constants import (
+    ANALYTICS_MAX_RETRIES,
+    ANALYTICS_RETRY_BACKOFF_S,
+    PROVISION_MAX_RETRIES,
+    PROVISION_RETRY_BACKOFF_MAX_S,
+    PROVISION_RETRY_BACKOFF_S,
+)
+from tenants.errors import AnalyticsJobFailed, BrokerUnavailable
+from tenants.services import analytics, provisioning
 
 __all__ = (
     "provision_resource_task",
     "push_tenant_quotas_task",
     "reconcile_brokers_task",
     "reconcile_node_task",
+    "run_analytics_job_task",
 )
 
 logger = logging.getLogger(__name__)
@@ -79,3 +88,25 @@ def reconcile_brokers_task() -> dict[str, int]:
         "removed": len(report.removed),
         "retried": report.retried,
     }
+
+
+@shared_task(bind=True, name="tenants.run_analytics_job", max_retries=ANALYTICS_MAX_RETRIES, trail=False)
+def run_analytics_job_task(
+    self: Any, job: str, day: str | None = None, trigger: str = JobTrigger.MANUAL
+) -> dict[str, Any]:
+    """Run a Spark job for a day (yesterday when none; Celery beat runs both nightly) and load it.
+
+    A failed run is recorded on its JobRun and retried ``ANALYTICS_MAX_RETRIES`` times, minutes
+    apart; eager runs (tests) do not retry, a Spark run being too slow to repeat inline.
+    """
+    the_day = date.fromisoformat(day) if day else None
+    try:
+        run = analytics.run_analytics_job(job, the_day, trigger, attempt=self.request.retries + 1)
+    except AnalyticsJobFailed as exc:
+        if self.request.is_eager or self.request.retries >= self.max_retries:
+            logger.warning(
+                "giving up on %s %s after %d attempts: %s", job, day, self.request.retries + 1, exc
+            )
+            return {"status": "failed", "error": exc.message}
+        raise self.retry(exc=exc, countdown=ANALYTICS_RETRY_BACKOFF_S * 2**self.request.retries) from exc
+    return {"status": run.status, "job_run": run.pk}

@@ -29,6 +29,7 @@ from dataplane.security_store import (
 )
 from mqcloud.admin.v1 import admin_pb2 as a
 from mqcloud.admin.v1 import admin_pb2_grpc
+from mqcloud.admin_client import secret_fingerprint
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 
 __all__ = ("BrokerAdminServicer",)
@@ -62,6 +63,7 @@ def _topic_pb(t: TopicConfig) -> a.Topic:
         message_type=a.TopicMessageType.Value(t.message_type.value),  # type: ignore[arg-type]
         retention_hours=t.retention_hours,
         max_message_bytes=t.max_message_bytes,
+        tiered_retention_hours=t.tiered_retention_hours,
         namespace=t.namespace,
         create_time_ms=t.create_time_ms,
         update_time_ms=t.update_time_ms,
@@ -148,10 +150,12 @@ def _access_key_from_pb(k: a.AccessKey) -> AccessKeyConfig:
     )
 
 
-def _access_key_pb(k: AccessKeyConfig) -> a.AccessKey:
+def _access_key_pb(k: AccessKeyConfig, with_secret: bool = False) -> a.AccessKey:
+    # Secrets leave the broker only when an authenticated operator asks (docs/security.md).
     return a.AccessKey(
         access_key=k.access_key,
-        secret_key=k.secret_key,
+        secret_key=k.secret_key if with_secret else "",
+        secret_fingerprint=secret_fingerprint(k.access_key, k.secret_key),
         namespace=k.namespace,
         status=_enum_pb(a.AccessKeyStatus, "ACCESS_KEY_STATUS_", k.status),
         expires_at_ms=k.expires_at_ms,
@@ -240,13 +244,14 @@ class BrokerAdminServicer(admin_pb2_grpc.BrokerAdminServicer):  # type: ignore[m
             message_type=_message_type(t.message_type),
             retention_hours=t.retention_hours,
             max_message_bytes=t.max_message_bytes,
+            tiered_retention_hours=t.tiered_retention_hours,
         )
         return a.CreateTopicResponse(topic=_topic_pb(self.broker.metadata.create_topic(topic)))
 
     @_guard
     async def UpdateTopic(self, request: a.UpdateTopicRequest, context: Any) -> a.UpdateTopicResponse:
         changes: dict[str, Any] = {}
-        for field in ("queue_count", "retention_hours", "max_message_bytes"):
+        for field in ("queue_count", "retention_hours", "max_message_bytes", "tiered_retention_hours"):
             if request.HasField(field):
                 changes[field] = getattr(request, field)
         if request.HasField("message_type"):
@@ -434,7 +439,9 @@ class BrokerAdminServicer(admin_pb2_grpc.BrokerAdminServicer):  # type: ignore[m
         self, request: a.ListAccessKeysRequest, context: Any
     ) -> a.ListAccessKeysResponse:
         keys = self.broker.metadata.security.list_access_keys(request.namespace)
-        return a.ListAccessKeysResponse(access_keys=[_access_key_pb(k) for k in keys])
+        # The admin interceptor has checked the token of every call when one is configured.
+        with_secret = request.include_secrets and self.broker.settings.admin_token is not None
+        return a.ListAccessKeysResponse(access_keys=[_access_key_pb(k, with_secret) for k in keys])
 
     @_guard
     async def PutAcl(self, request: a.PutAclRequest, context: Any) -> a.PutAclResponse:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import time
@@ -13,6 +14,7 @@ from typing import Any
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from dataplane.broker import Broker
+from dataplane.clients import CLIENT_ID_HEADER, header
 from dataplane.errors import (
     OK_STATUS,
     BadRequest,
@@ -28,12 +30,24 @@ from dataplane.metrics import TRAFFIC_OUT
 from dataplane.names import dlq_topic, resolve
 from dataplane.pop import InFlight
 from dataplane.receipt import ReceiptHandle
+from dataplane.retry import retry_delay_ms
 from dataplane.services import produce as p
 from dataplane.timer.service import P_DELIVER_MS
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 
-__all__ = ("ack_message", "change_invisible_duration", "forward_to_dlq", "receive_message", "to_v2_message")
+__all__ = (
+    "P_DLQ_ATTEMPTS",
+    "P_DLQ_OFFSET",
+    "P_DLQ_QUEUE",
+    "P_REDRIVE_GROUP",
+    "ack_message",
+    "base_group",
+    "change_invisible_duration",
+    "forward_to_dlq",
+    "receive_message",
+    "to_v2_message",
+)
 
 logger = logging.getLogger(__name__)
 
@@ -127,11 +141,39 @@ def _fetch_one(broker: Broker, topic: str, queue_id: int, offset: int) -> Any | 
     return None
 
 
-async def _to_dlq(broker: Broker, group: str, stored: Any) -> None:
+# Where a dead letter came from (the original topic is p.P_DLQ_TOPIC) and how often it was delivered.
+P_DLQ_QUEUE = "__MQ_DLQ_ORIGIN_QID"
+P_DLQ_OFFSET = "__MQ_DLQ_ORIGIN_OFFSET"
+P_DLQ_ATTEMPTS = "__MQ_DLQ_ATTEMPTS"
+# A re-driven message is for one group only: other groups pass over it (docs/broker.md, Dead letters).
+P_REDRIVE_GROUP = "__MQ_REDRIVE_GROUP"
+# Broadcast groups keep one POP position per client: "{group}@{client id}".
+BROADCAST_SEP = "@"
+
+
+def base_group(pop_group: str) -> str:
+    """The consumer group of a POP position name (a broadcast member's name without the client)."""
+    return pop_group.partition(BROADCAST_SEP)[0]
+
+
+def _other_group(stored: Any, group: str) -> bool:
+    """A message re-driven for another group (passed over like a filtered-out one)."""
+    target = stored.properties.get(P_REDRIVE_GROUP)
+    return target is not None and target != group
+
+
+async def _to_dlq(
+    broker: Broker, group: str, stored: Any, attempts: int = 0, client_id: str = "", why: str = ""
+) -> None:
     from dataplane.store.message import MessageToStore
 
+    group = base_group(group)
     properties = dict(stored.properties)
+    properties.pop(P_REDRIVE_GROUP, None)
     properties[p.P_DLQ_TOPIC] = stored.topic
+    properties[P_DLQ_QUEUE] = str(stored.queue_id)
+    properties[P_DLQ_OFFSET] = str(stored.queue_offset)
+    properties[P_DLQ_ATTEMPTS] = str(attempts or stored.reconsume_times + 1)
     await broker.store.put_messages_async(
         [
             MessageToStore(
@@ -146,6 +188,15 @@ async def _to_dlq(broker: Broker, group: str, stored: Any) -> None:
         ]
     )
     logger.info("message %s of %s moved to %s", properties.get(p.P_UNIQ), stored.topic, dlq_topic(group))
+    broker.tracer.record(
+        properties.get(p.P_UNIQ, ""),
+        stored.topic,
+        "dead_lettered",
+        group=group,
+        attempt=int(properties[P_DLQ_ATTEMPTS]),
+        client_id=client_id,
+        detail=why,
+    )
 
 
 class _Popped:
@@ -168,7 +219,8 @@ def _try_pop(
     invisible_ms: int,
     dlq: list[Any],
 ) -> list[_Popped]:
-    """Pop up to ``batch`` messages; those out of attempts are acked and appended to ``dlq``.
+    """Pop up to ``batch`` messages; those out of attempts are acked and appended to ``dlq``
+    as (message, attempts).
 
     FIFO groups: an expired message is the oldest of its message group, so it goes first; then
     held messages whose group is free; then new ones, holding those whose group is busy.
@@ -197,8 +249,33 @@ def _try_pop(
                 continue
             if entry.attempt >= max_attempts:
                 pop.ack(group.name, topic, qid, entry.offset)
-                dlq.append(stored)
+                dlq.append((stored, entry.attempt))
                 continue
+            if not entry.waiting:  # its invisible time ran out without an ack
+                delay = retry_delay_ms(
+                    group.retry_policy, entry.attempt, broker.settings.default_retry_delays_ms
+                )
+                if delay > 0:  # wait out the group's backoff first; the handle stays valid meanwhile
+                    pop.deliver(
+                        group.name,
+                        topic,
+                        qid,
+                        entry.offset,
+                        entry.attempt,
+                        now + delay,
+                        pos.next_offset,
+                        waiting=True,
+                        nonce=entry.nonce,
+                    )
+                    broker.tracer.record(
+                        stored.properties.get(p.P_UNIQ, ""),
+                        topic,
+                        "retried",
+                        group=base_group(group.name),
+                        attempt=entry.attempt,
+                        detail=f"invisible time ran out; next delivery in {delay} ms",
+                    )
+                    continue
             if not flt.accepts(stored.properties):
                 continue
             attempt = entry.attempt + 1
@@ -233,6 +310,8 @@ def _try_pop(
         if result.next_begin_offset < pos.next_offset and not result.messages:
             continue
         for stored in result.messages:
+            if P_REDRIVE_GROUP in stored.properties and _other_group(stored, base_group(group.name)):
+                continue
             entry = pop.deliver(
                 group.name, topic, qid, stored.queue_offset, 1, now + invisible_ms, stored.queue_offset + 1
             )
@@ -311,6 +390,8 @@ def _scan_queue(
             offset = stored.queue_offset
             if sql is not None and not sql.matches(stored.properties):
                 continue
+            if _other_group(stored, base_group(group)):
+                continue
             message_group = stored.properties.get(p.P_GROUP) if busy is not None else None
             if message_group is not None:
                 assert busy is not None
@@ -349,6 +430,14 @@ async def receive_message(
         ns, topic_name = resolve(request.message_queue.topic, header_ns)
         topic = broker.topic(topic_name)
         group = broker.group(group_name)
+        client_id = header(context.invocation_metadata(), CLIENT_ID_HEADER)
+        session = broker.clients.get(client_id)
+        if session is not None and session.group != group_name:  # a consumer without Telemetry
+            session.group, session.namespace = group_name, ns
+            session.topics.add(topic_name)
+        if group.broadcast:  # every member gets every message: one POP position per client
+            member = client_id or context.peer()
+            group = dataclasses.replace(group, name=f"{group.name}{BROADCAST_SEP}{member}")
         flt = compile_filter(request.filter_expression if request.HasField("filter_expression") else None)
         s = broker.settings
         invisible_ms = (
@@ -372,8 +461,8 @@ async def receive_message(
                     popped = _try_pop(
                         broker, group, topic_name, topic.queue_count, flt, batch, invisible_ms, dlq
                     )
-                for stored in dlq:
-                    await _to_dlq(broker, group.name, stored)
+                for stored, attempts in dlq:
+                    await _to_dlq(broker, group.name, stored, attempts, why="out of delivery attempts")
                 if popped:
                     break
                 now = _now_ms()
@@ -402,6 +491,18 @@ async def receive_message(
     store_host = broker.settings.advertise or broker.settings.listen
     encode = broker.receipts.encode
     group_name = group.name
+    tracer = broker.tracer
+    if tracer.enabled:
+        traced_group = base_group(group_name)
+        for item in popped:
+            tracer.record(
+                item.stored.properties.get(p.P_UNIQ, ""),
+                topic_name,
+                "delivered",
+                group=traced_group,
+                attempt=item.attempt,
+                client_id=client_id,
+            )
     TRAFFIC_OUT.add(topic_name, len(popped), sum(len(item.stored.body) for item in popped))
     response_cls = svc.ReceiveMessageResponse
     for item in popped:
@@ -431,7 +532,7 @@ async def receive_message(
 
 def _checked_handle(broker: Broker, text: str, group: str, topic: str) -> tuple[ReceiptHandle, InFlight]:
     handle = broker.receipts.decode(text)
-    if handle.group != group or handle.topic != topic:
+    if base_group(handle.group) != group or handle.topic != topic:
         raise InvalidReceiptHandle("receipt handle belongs to another group or topic")
     assert broker.pop is not None
     entry = broker.pop.lookup(handle.group, handle.topic, handle.queue_id, handle.offset, handle.nonce)
@@ -464,9 +565,10 @@ def ack_message(broker: Broker, request: svc.AckMessageRequest, header_ns: str) 
         for entry in request.entries:
             receipt_handle = entry.receipt_handle
             try:
-                handle, _ = _checked_handle(broker, receipt_handle, group, topic)
-                wake = pop.ack(group, topic, handle.queue_id, handle.offset) or wake
+                handle, entry_ = _checked_handle(broker, receipt_handle, group, topic)
+                wake = pop.ack(handle.group, topic, handle.queue_id, handle.offset) or wake
                 status = OK_STATUS
+                broker.tracer.record(entry.message_id, topic, "acked", group=group, attempt=entry_.attempt)
             except BrokerError as exc:
                 status = status_of(exc)
             results.append(
@@ -496,12 +598,30 @@ def change_invisible_duration(
     handle, entry = _checked_handle(broker, request.receipt_handle, group, topic)
     assert broker.pop is not None
     until = _now_ms() + invisible_ms
-    pos = broker.pop.position(group, topic, handle.queue_id)
+    pos = broker.pop.position(handle.group, topic, handle.queue_id)
+    # A shorter invisibility is a nack (the client's retry backoff); a longer one a renewal. Either
+    # way, when it runs out the message comes again at once (the client chose the wait).
+    nack = until < entry.invisible_until_ms
     fresh = broker.pop.deliver(
-        group, topic, handle.queue_id, handle.offset, entry.attempt, until, pos.next_offset
+        handle.group,
+        topic,
+        handle.queue_id,
+        handle.offset,
+        entry.attempt,
+        until,
+        pos.next_offset,
+        waiting=True,
     )
     new_handle = broker.receipts.encode(
-        ReceiptHandle(group, topic, handle.queue_id, handle.offset, fresh.nonce, until)
+        ReceiptHandle(handle.group, topic, handle.queue_id, handle.offset, fresh.nonce, until)
+    )
+    broker.tracer.record(
+        request.message_id,
+        topic,
+        "nacked" if nack else "invisible_changed",
+        group=group,
+        attempt=entry.attempt,
+        detail=f"invisible for {invisible_ms} ms",
     )
     if invisible_ms == 0:
         broker.wake(topic)
@@ -512,12 +632,12 @@ async def forward_to_dlq(
     broker: Broker, request: svc.ForwardMessageToDeadLetterQueueRequest, header_ns: str
 ) -> svc.ForwardMessageToDeadLetterQueueResponse:
     group, topic = _group_and_topic(broker, request.group, request.topic, header_ns)
-    handle, _ = _checked_handle(broker, request.receipt_handle, group, topic)
+    handle, entry = _checked_handle(broker, request.receipt_handle, group, topic)
     stored = _fetch_one(broker, topic, handle.queue_id, handle.offset)
     assert broker.pop is not None
-    wake = broker.pop.ack(group, topic, handle.queue_id, handle.offset)
+    wake = broker.pop.ack(handle.group, topic, handle.queue_id, handle.offset)
     if stored is not None:
-        await _to_dlq(broker, group, stored)
+        await _to_dlq(broker, group, stored, entry.attempt, why="forwarded by the consumer")
     if wake:
         broker.wake(topic)
     return svc.ForwardMessageToDeadLetterQueueResponse(status=ok_status())

@@ -6,6 +6,7 @@ import ipaddress
 import time
 from typing import Any
 
+from dataplane import ha_writes
 from dataplane.broker import Broker
 from dataplane.errors import (
     OK_STATUS,
@@ -372,19 +373,32 @@ async def send_message(
             failed += 1
     entry_cls = svc.SendResultEntry
     if to_store:
+        replicas = ha_writes.before_put(broker, to_store) if broker.ha is not None else 0
         if halves:
             result = await _put_halves(broker, to_store)
         else:
             result = await broker.store.put_messages_async(to_store)
+        if broker.ha is not None and result.status is PutMessageStatus.PUT_OK:
+            result = await ha_writes.after_put(broker, result, replicas)
         if result.status is not PutMessageStatus.PUT_OK:
-            if result.status == PutMessageStatus.FLUSH_DISK_TIMEOUT:
+            ha_err = ha_writes.failure_status(result.status) if broker.ha is not None else None
+            if ha_err is not None:
+                err = ha_err
+            elif result.status == PutMessageStatus.FLUSH_DISK_TIMEOUT:
                 err = pb.Status(code=pb.Code.MASTER_PERSISTENCE_TIMEOUT, message="flush to disk timed out")
+            elif result.status == PutMessageStatus.DISK_FULL:
+                err = pb.Status(
+                    code=pb.Code.INTERNAL_SERVER_ERROR,
+                    message="broker disk is full: message not stored, retry later or on another broker",
+                )
             else:
                 err = status_of(InternalError(f"store refused the messages: {result.status}"))
             built = [(mid, err if type(item) is MessageToStore else item) for mid, item in built]
             failed = len(built)
         else:
             _count_in(to_store)
+            if broker.tracer.enabled:
+                _trace_stored(broker, to_store)
             if delayed:
                 handles = iter(_recall_handles(broker, to_store, result.entries))
             tx_ids = iter(_transaction_ids(broker, to_store, result.entries) if halves else ())
@@ -425,6 +439,20 @@ async def send_message(
     else:
         top = pb.Status(code=pb.Code.MULTIPLE_RESULTS, message="some messages failed; see entries")
     return svc.SendMessageResponse(status=top, entries=entries)
+
+
+def _trace_stored(broker: Broker, stored: list[MessageToStore]) -> None:
+    record = broker.tracer.record
+    for m in stored:
+        props = m.properties
+        if m.topic == TIMER_TOPIC:
+            record(
+                props[P_UNIQ], props["REAL_TOPIC"], "stored", detail=f"delayed until {props['TIMER_OUT_MS']}"
+            )
+        elif m.topic == HALF_TOPIC:
+            record(props[P_UNIQ], props["REAL_TOPIC"], "stored", detail="half message (transaction)")
+        else:
+            record(props[P_UNIQ], m.topic, "stored", detail=f"queue {m.queue_id}")
 
 
 def _count_in(stored: list[MessageToStore]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataplane.broker import Broker
+from dataplane.ha_writes import route_target
 from dataplane.metadata import TopicConfig, TopicType
 from dataplane.names import resolve
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
@@ -56,13 +57,26 @@ def broker_endpoints(broker: Broker, requested: pb.Endpoints | None) -> pb.Endpo
     return _address_endpoints(broker.settings.advertise or broker.settings.listen)
 
 
+def _target(broker: Broker, requested: pb.Endpoints | None) -> tuple[pb.Endpoints, int]:
+    """Where clients go: with HA the group's master (or a replica for reads), else this node."""
+    target = route_target(broker)
+    if target is None:
+        return broker_endpoints(broker, requested), pb.Permission.READ_WRITE
+    return _address_endpoints(target[0]), target[1]
+
+
 def _queue(
-    broker: Broker, topic: pb.Resource, config: TopicConfig, qid: int, endpoints: pb.Endpoints
+    broker: Broker,
+    topic: pb.Resource,
+    config: TopicConfig,
+    qid: int,
+    endpoints: pb.Endpoints,
+    permission: int = pb.Permission.READ_WRITE,
 ) -> pb.MessageQueue:
     return pb.MessageQueue(
         topic=topic,
         id=qid,
-        permission=pb.Permission.READ_WRITE,
+        permission=permission,  # type: ignore[arg-type]
         broker=pb.Broker(name=broker.settings.broker_name, id=0, endpoints=endpoints),
         accept_message_types=accept_types(config),  # type: ignore[arg-type]
     )
@@ -72,8 +86,8 @@ def query_route(broker: Broker, request: svc.QueryRouteRequest, header_ns: str) 
     ns, qualified = resolve(request.topic, header_ns)
     config = broker.topic(qualified)
     echo = pb.Resource(resource_namespace=ns, name=request.topic.name)
-    endpoints = broker_endpoints(broker, request.endpoints)
-    queues = [_queue(broker, echo, config, qid, endpoints) for qid in range(config.queue_count)]
+    endpoints, permission = _target(broker, request.endpoints)
+    queues = [_queue(broker, echo, config, qid, endpoints, permission) for qid in range(config.queue_count)]
     return svc.QueryRouteResponse(status=pb.Status(code=pb.Code.OK, message="OK"), message_queues=queues)
 
 
@@ -85,9 +99,9 @@ def query_assignment(
     config = broker.topic(qualified)
     broker.group(group)
     echo = pb.Resource(resource_namespace=ns, name=request.topic.name)
-    endpoints = broker_endpoints(broker, request.endpoints)
+    endpoints, permission = _target(broker, request.endpoints)
     # Like the proxy: one assignment with id -1 ("every queue"); the broker serves the whole topic.
-    queue = _queue(broker, echo, config, -1, endpoints)
+    queue = _queue(broker, echo, config, -1, endpoints, permission)
     return svc.QueryAssignmentResponse(
         status=pb.Status(code=pb.Code.OK, message="OK"), assignments=[pb.Assignment(message_queue=queue)]
     )

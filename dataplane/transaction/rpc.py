@@ -40,6 +40,12 @@ async def end_transaction(
         raise InvalidTransactionId(str(exc)) from exc
     except RuntimeError as exc:
         raise InternalError(str(exc)) from exc
+    broker.tracer.record(
+        request.message_id,
+        topic,
+        "stored",
+        detail="transaction committed: visible now" if commit else "transaction rolled back: discarded",
+    )
     if request.source == pb.TransactionSource.SOURCE_SERVER_CHECK:
         logger.info(
             "transaction %s resolved by check-back: %s",

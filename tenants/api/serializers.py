@@ -232,6 +232,8 @@ class ConsumerGroupSerializer(TenantOwnedSerializer):
             "retry_policy",
             "retry_initial_backoff_ms",
             "retry_max_backoff_ms",
+            "lag_slo_messages",
+            "lag_slo_seconds",
             "cluster",
             *PROVISIONING_FIELDS,
         )

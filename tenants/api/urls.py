@@ -3,7 +3,7 @@
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
-from tenants.api import views
+from tenants.api import analytics, views
 
 app_name = "tenants-api"
 
@@ -20,6 +20,10 @@ router.register("broker-clusters", views.BrokerClusterViewSet)
 router.register("broker-groups", views.BrokerGroupViewSet)
 router.register("broker-nodes", views.BrokerNodeViewSet)
 router.register("audit-events", views.AuditEventViewSet)
+router.register("usage-daily", analytics.UsageDailyViewSet)
+router.register("invoices", analytics.InvoiceViewSet)
+router.register("lag-daily", analytics.LagDailyViewSet)
+router.register("job-runs", analytics.JobRunViewSet)
 
 urlpatterns = [
     path("health", views.HealthView.as_view(), name="health"),

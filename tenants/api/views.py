@@ -19,6 +19,7 @@ from rest_framework.views import APIView
 
 from tenants import filtersets
 from tenants.api import serializers as s
+from tenants.api.data_plane import GroupDataPlaneViews, TopicDataPlaneViews
 from tenants.api.permissions import BUILDERS, MANAGERS, IsOperator, IsOperatorOrReadOnly, is_operator
 from tenants.api.viewsets import ControlPlaneViewSet, ProvisionedViewSet, TenantScopedViewSet
 from tenants.models import (
@@ -221,7 +222,7 @@ class AccessKeyViewSet(ProvisionedViewSet):
 
 
 @extend_schema_view(destroy=extend_schema(responses={202: s.TopicSerializer}))
-class TopicViewSet(ProvisionedViewSet):
+class TopicViewSet(TopicDataPlaneViews, ProvisionedViewSet):
     """Topics; developers and up manage them. Creation is refused past the plan's topic limit."""
 
     queryset = Topic.objects.select_related("tenant").prefetch_related("placements__broker_group")
@@ -236,7 +237,7 @@ class TopicViewSet(ProvisionedViewSet):
 
 
 @extend_schema_view(destroy=extend_schema(responses={202: s.ConsumerGroupSerializer}))
-class ConsumerGroupViewSet(ProvisionedViewSet):
+class ConsumerGroupViewSet(GroupDataPlaneViews, ProvisionedViewSet):
     """Consumer groups; developers and up manage them."""
 
     queryset = ConsumerGroup.objects.select_related("tenant")

@@ -2,6 +2,7 @@
 
 from tenants.models.access import AccessKey
 from tenants.models.acls import AclPolicy
+from tenants.models.analytics import Invoice, InvoiceLine, JobRun, LagDaily, UsageDaily
 from tenants.models.audit import AuditEvent
 from tenants.models.clusters import BrokerCluster, BrokerGroup, BrokerNode
 from tenants.models.provisioned import ProvisionedModel
@@ -17,6 +18,10 @@ __all__ = (
     "BrokerGroup",
     "BrokerNode",
     "ConsumerGroup",
+    "Invoice",
+    "InvoiceLine",
+    "JobRun",
+    "LagDaily",
     "Membership",
     "Plan",
     "ProvisionedModel",
@@ -24,4 +29,5 @@ __all__ = (
     "Tenant",
     "Topic",
     "TopicPlacement",
+    "UsageDaily",
 )

@@ -29,10 +29,21 @@ class Plan(models.Model):
     max_groups = models.PositiveIntegerField(default=100)
     max_message_bytes = models.PositiveIntegerField(default=4 * 1024 * 1024)
     max_connections = models.PositiveIntegerField(default=1000)
-    # prices
+    # prices (exported nightly to the billing job: docs/analytics.md)
+    currency = models.CharField(max_length=3, default="USD")
     price_monthly = models.DecimalField(max_digits=12, decimal_places=2, default=Decimal("0"))
-    price_per_million_messages = models.DecimalField(max_digits=12, decimal_places=4, default=Decimal("0"))
-    price_per_gb_month = models.DecimalField(max_digits=12, decimal_places=4, default=Decimal("0"))
+    price_per_million_requests = models.DecimalField(
+        max_digits=12,
+        decimal_places=4,
+        default=Decimal("0"),
+        help_text="Per million requests in 4 KiB units, in and out (a message up to 4 KiB is one).",
+    )
+    price_per_gb_in = models.DecimalField(max_digits=12, decimal_places=4, default=Decimal("0"))
+    price_per_gb_out = models.DecimalField(max_digits=12, decimal_places=4, default=Decimal("0"))
+    price_per_gb_month = models.DecimalField(
+        max_digits=12, decimal_places=4, default=Decimal("0"), help_text="Storage; billed per GB-hour / 730."
+    )
+    price_per_topic_day = models.DecimalField(max_digits=12, decimal_places=4, default=Decimal("0"))
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 

@@ -107,6 +107,13 @@ class ConsumerGroup(ProvisionedModel):
     cluster = models.ForeignKey(
         BrokerCluster, on_delete=models.PROTECT, related_name="consumer_groups", null=True, blank=True
     )
+    # Lag SLO (the nightly lag report counts the minutes above it); either, both or neither may be set.
+    lag_slo_messages = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Lag SLO in messages; minutes above it are reported."
+    )
+    lag_slo_seconds = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Lag SLO in seconds (age of the oldest unconsumed message)."
+    )
 
     class Meta:
         ordering = ("tenant", "name")

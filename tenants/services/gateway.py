@@ -11,9 +11,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, final
 
 from tenants.errors import BrokerUnavailable
+from tenants.services.gateway_views import DataPlaneViews, GrpcDataPlaneViews, InMemoryDataPlaneViews
 
 __all__ = (
     "AccessKeySpec",
@@ -77,6 +79,21 @@ class AccessKeySpec:
     secret: str = field(repr=False)
     expires_at_ms: int = 0  # brokers refuse signatures from then on; 0: never
     status: str = "active"  # what a broker reports; the control plane only pushes usable keys
+    # What brokers list instead of the secret (mqcloud.admin_client.secret_fingerprint).
+    fingerprint: str = ""
+
+    def secret_fingerprint(self) -> str:
+        from mqcloud.admin_client import secret_fingerprint
+
+        return self.fingerprint or secret_fingerprint(self.access_key, self.secret)
+
+    def matches(self, actual: AccessKeySpec) -> bool:
+        """Whether a broker's copy is this key (secrets compared by fingerprint)."""
+        return (self.namespace, self.expires_at_ms, self.status) == (
+            actual.namespace,
+            actual.expires_at_ms,
+            actual.status,
+        ) and self.secret_fingerprint() == actual.secret_fingerprint()
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +126,7 @@ class QuotaSpec:
         return (self.namespace, self.scope, self.name)
 
 
-class BrokerGateway(Protocol):
+class BrokerGateway(DataPlaneViews, Protocol):
     """Admin operations on one broker node, addressed by its gRPC endpoint."""
 
     def upsert_topic(self, endpoint: str, spec: TopicSpec) -> None: ...
@@ -130,7 +147,7 @@ class BrokerGateway(Protocol):
 
 
 @final
-class InMemoryBrokerGateway:
+class InMemoryBrokerGateway(InMemoryDataPlaneViews):
     """Brokers as dicts; ``down`` endpoints raise BrokerUnavailable, ``wipe`` simulates a rebuild."""
 
     def __init__(self) -> None:
@@ -218,7 +235,7 @@ def _qualified(info: Any) -> str:
 
 
 @final
-class GrpcBrokerGateway:
+class GrpcBrokerGateway(GrpcDataPlaneViews):
     """The real brokers, through ``mqcloud.admin_client.BrokerAdminClient`` (one client per endpoint).
 
     Topic and group upserts are create, then update on ALREADY_EXISTS; keys, ACLs and quotas have
@@ -226,16 +243,29 @@ class GrpcBrokerGateway:
     with the broker's message, which provisioning records on the row.
     """
 
-    def __init__(self, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, timeout_s: float = 5.0, token: str | None = None, root_certificates: bytes | None = None
+    ) -> None:
         self.timeout_s = timeout_s
         self._clients: dict[str, Any] = {}
+        if token is None:  # the operator credential brokers require (MQ_BROKER_ADMIN_TOKEN)
+            from django.conf import settings
+
+            token = getattr(settings, "BROKER_ADMIN_TOKEN", None)
+            ca_file = getattr(settings, "BROKER_TLS_CA_FILE", None)
+            if root_certificates is None and ca_file:
+                root_certificates = Path(ca_file).read_bytes()
+        self._token = token
+        self._root_certificates = root_certificates
 
     def _client(self, endpoint: str) -> Any:
         client = self._clients.get(endpoint)
         if client is None:
             from mqcloud.admin_client import BrokerAdminClient
 
-            client = BrokerAdminClient(endpoint, timeout=self.timeout_s)
+            client = BrokerAdminClient(
+                endpoint, timeout=self.timeout_s, token=self._token, root_certificates=self._root_certificates
+            )
             self._clients[endpoint] = client
         return client
 
@@ -255,6 +285,7 @@ class GrpcBrokerGateway:
             "message_type": spec.message_type,
             "retention_hours": spec.retention_hours or 0,
             "max_message_bytes": spec.max_message_bytes or 0,
+            "tiered_retention_hours": spec.tiered_retention_hours or 0,
         }
         created = self._call(endpoint, "create_topic", spec.name, ok=("ALREADY_EXISTS",), **fields)
         if created is None:
@@ -274,6 +305,7 @@ class GrpcBrokerGateway:
                 queue_count=int(info.queue_count),
                 message_type=admin_pb2.TopicMessageType.Name(info.message_type),
                 retention_hours=int(info.retention_hours) or None,
+                tiered_retention_hours=int(info.tiered_retention_hours) or None,
                 max_message_bytes=int(info.max_message_bytes) or None,
             )
         return result
@@ -335,6 +367,7 @@ class GrpcBrokerGateway:
                 namespace=k.namespace,
                 access_key=k.access_key,
                 secret=k.secret_key,
+                fingerprint=k.secret_fingerprint,
                 expires_at_ms=int(k.expires_at_ms),
                 status=admin_pb2.AccessKeyStatus.Name(k.status).removeprefix("ACCESS_KEY_STATUS_").lower(),
             )

@@ -520,7 +520,8 @@ def _reconcile_security(gw: BrokerGateway, node: BrokerNode, report: ReconcileRe
     actual_quotas = gw.list_quotas(node.endpoint)
     keys, acls, quotas = _desired_security(node.group.cluster_id)
     for ak, kspec in keys.items():
-        if actual_keys.get(ak) != kspec:
+        current_key = actual_keys.get(ak)
+        if current_key is None or not kspec.matches(current_key):
             gw.put_access_key(node.endpoint, kspec)
             report.repaired.append(f"{node.name}:access_key:{ak}")
     for ak in actual_keys.keys() - keys.keys():

@@ -90,9 +90,11 @@ class Interop:
     node_dir: Path
     home: Path
 
-    def topic(self) -> str:
+    def topic(self, message_type: str = "NORMAL") -> str:
         name = f"t-{uuid.uuid4().hex[:8]}"
-        self.admin.create_topic(f"{NAMESPACE}%{name}", queue_count=4, namespace=NAMESPACE)
+        self.admin.create_topic(
+            f"{NAMESPACE}%{name}", queue_count=4, namespace=NAMESPACE, message_type=message_type
+        )
         return name
 
     def group(self, **kwargs: object) -> str:
@@ -111,7 +113,41 @@ class Interop:
         prefix: str = "",
         invisible: int = 3,
         timeout: float = 40,
+        delay: float = 5,
+        credentials: tuple[str, str] | None = None,
+        tls: bool = False,
+        env: dict[str, str] | None = None,
     ) -> dict[str, list[dict[str, object]]]:
+        proc = self.run_raw(
+            lang, mode, topic, group, count=count, prefix=prefix, invisible=invisible, timeout=timeout,
+            credentials=credentials, tls=tls, env=env,
+        )  # fmt: skip
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        if proc.returncode != 0 or not lines:
+            raise AssertionError(
+                f"{lang} {mode} exited {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\n"
+                f"stderr:\n{proc.stderr[-3000:]}\nbroker:\n" + "".join(self.broker.output[-30:])
+            )
+        result: dict[str, list[dict[str, object]]] = json.loads(lines[-1])
+        return result
+
+    def run_raw(
+        self,
+        lang: str,
+        mode: str,
+        topic: str,
+        group: str = "",
+        *,
+        count: int = 10,
+        prefix: str = "",
+        invisible: int = 3,
+        timeout: float = 40,
+        delay: float = 5,
+        credentials: tuple[str, str] | None = None,
+        tls: bool = False,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a driver and return the finished process, whatever its exit code."""
         args = [
             mode,
             "--endpoint",
@@ -130,8 +166,14 @@ class Interop:
             str(invisible),
             "--timeout",
             str(timeout),
+            "--delay",
+            str(delay),
         ]
-        env = {**os.environ, "HOME": str(self.home)}  # the clients log under ~/logs
+        if credentials is not None:
+            args += ["--ak", credentials[0], "--sk", credentials[1]]
+        if tls:
+            args += ["--tls", "1"]
+        env = {**os.environ, "HOME": str(self.home), **(env or {})}  # the clients log under ~/logs
         if lang == "py":
             cmd = [str(self.py), str(DRIVERS / "py_driver.py"), *args]
             env.pop("PYTHONPATH", None)
@@ -144,18 +186,16 @@ class Interop:
             raise AssertionError(
                 f"{lang} {mode} timed out\n{e.stdout!r}\n{e.stderr!r}\n" + "".join(self.broker.output[-30:])
             ) from e
-        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-        if proc.returncode != 0 or not lines:
-            raise AssertionError(
-                f"{lang} {mode} exited {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\n"
-                f"stderr:\n{proc.stderr[-3000:]}\nbroker:\n" + "".join(self.broker.output[-30:])
-            )
-        result: dict[str, list[dict[str, object]]] = json.loads(lines[-1])
-        return result
+        return proc
 
 
 @pytest.fixture
-def interop(py_client: Path, node_client: Path, tmp_path: Path) -> Iterator[Interop]:
+def interop(
+    py_client: Path, node_client: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Interop]:
+    # transaction check-backs after 1 s, then every second (the transaction interop tests wait for them)
+    monkeypatch.setenv("MQ_BROKER_TRANSACTION_TIMEOUT_MS", "1000")
+    monkeypatch.setenv("MQ_BROKER_TRANSACTION_CHECK_INTERVAL_MS", "1000")
     broker = BrokerProcess(tmp_path / "broker", free_port())
     broker.start()
     admin = BrokerAdminClient(broker.target)
@@ -163,3 +203,22 @@ def interop(py_client: Path, node_client: Path, tmp_path: Path) -> Iterator[Inte
     yield Interop(broker, admin, py_client, node_client, tmp_path / "home")
     admin.close()
     broker.kill()
+
+
+def make_interop(
+    py: Path,
+    node_dir: Path,
+    tmp_path: Path,
+    *,
+    token: str,
+    env: dict[str, str] | None = None,
+    ca: Path | None = None,
+) -> Interop:
+    """An Interop whose broker runs as in production (no development mode) with an admin token."""
+    broker = BrokerProcess(
+        tmp_path / "broker", free_port(), dev=False, env={"MQ_BROKER_ADMIN_TOKEN": token, **(env or {})}
+    )
+    broker.start()
+    admin = BrokerAdminClient(broker.target, token=token, root_certificates=ca.read_bytes() if ca else None)
+    (tmp_path / "home").mkdir(exist_ok=True)
+    return Interop(broker, admin, py, node_dir, tmp_path / "home")

@@ -86,7 +86,7 @@ ACL_DECISION_ALLOW: AclDecision
 ACL_DECISION_DENY: AclDecision
 
 class Topic(_message.Message):
-    __slots__ = ("name", "queue_count", "message_type", "retention_hours", "max_message_bytes", "namespace", "create_time_ms", "update_time_ms")
+    __slots__ = ("name", "queue_count", "message_type", "retention_hours", "max_message_bytes", "namespace", "create_time_ms", "update_time_ms", "tiered_retention_hours")
     NAME_FIELD_NUMBER: _ClassVar[int]
     QUEUE_COUNT_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -95,6 +95,7 @@ class Topic(_message.Message):
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TIERED_RETENTION_HOURS_FIELD_NUMBER: _ClassVar[int]
     name: str
     queue_count: int
     message_type: TopicMessageType
@@ -103,7 +104,8 @@ class Topic(_message.Message):
     namespace: str
     create_time_ms: int
     update_time_ms: int
-    def __init__(self, name: _Optional[str] = ..., queue_count: _Optional[int] = ..., message_type: _Optional[_Union[TopicMessageType, str]] = ..., retention_hours: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., namespace: _Optional[str] = ..., create_time_ms: _Optional[int] = ..., update_time_ms: _Optional[int] = ...) -> None: ...
+    tiered_retention_hours: int
+    def __init__(self, name: _Optional[str] = ..., queue_count: _Optional[int] = ..., message_type: _Optional[_Union[TopicMessageType, str]] = ..., retention_hours: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., namespace: _Optional[str] = ..., create_time_ms: _Optional[int] = ..., update_time_ms: _Optional[int] = ..., tiered_retention_hours: _Optional[int] = ...) -> None: ...
 
 class CreateTopicRequest(_message.Message):
     __slots__ = ("topic",)
@@ -118,18 +120,20 @@ class CreateTopicResponse(_message.Message):
     def __init__(self, topic: _Optional[_Union[Topic, _Mapping]] = ...) -> None: ...
 
 class UpdateTopicRequest(_message.Message):
-    __slots__ = ("name", "queue_count", "message_type", "retention_hours", "max_message_bytes")
+    __slots__ = ("name", "queue_count", "message_type", "retention_hours", "max_message_bytes", "tiered_retention_hours")
     NAME_FIELD_NUMBER: _ClassVar[int]
     QUEUE_COUNT_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_TYPE_FIELD_NUMBER: _ClassVar[int]
     RETENTION_HOURS_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TIERED_RETENTION_HOURS_FIELD_NUMBER: _ClassVar[int]
     name: str
     queue_count: int
     message_type: TopicMessageType
     retention_hours: int
     max_message_bytes: int
-    def __init__(self, name: _Optional[str] = ..., queue_count: _Optional[int] = ..., message_type: _Optional[_Union[TopicMessageType, str]] = ..., retention_hours: _Optional[int] = ..., max_message_bytes: _Optional[int] = ...) -> None: ...
+    tiered_retention_hours: int
+    def __init__(self, name: _Optional[str] = ..., queue_count: _Optional[int] = ..., message_type: _Optional[_Union[TopicMessageType, str]] = ..., retention_hours: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., tiered_retention_hours: _Optional[int] = ...) -> None: ...
 
 class UpdateTopicResponse(_message.Message):
     __slots__ = ("topic",)
@@ -384,7 +388,7 @@ class ListClientsResponse(_message.Message):
     def __init__(self, clients: _Optional[_Iterable[_Union[ClientInfo, _Mapping]]] = ...) -> None: ...
 
 class AccessKey(_message.Message):
-    __slots__ = ("access_key", "secret_key", "namespace", "status", "expires_at_ms", "create_time_ms", "update_time_ms")
+    __slots__ = ("access_key", "secret_key", "namespace", "status", "expires_at_ms", "create_time_ms", "update_time_ms", "secret_fingerprint")
     ACCESS_KEY_FIELD_NUMBER: _ClassVar[int]
     SECRET_KEY_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
@@ -392,6 +396,7 @@ class AccessKey(_message.Message):
     EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
     access_key: str
     secret_key: str
     namespace: str
@@ -399,7 +404,8 @@ class AccessKey(_message.Message):
     expires_at_ms: int
     create_time_ms: int
     update_time_ms: int
-    def __init__(self, access_key: _Optional[str] = ..., secret_key: _Optional[str] = ..., namespace: _Optional[str] = ..., status: _Optional[_Union[AccessKeyStatus, str]] = ..., expires_at_ms: _Optional[int] = ..., create_time_ms: _Optional[int] = ..., update_time_ms: _Optional[int] = ...) -> None: ...
+    secret_fingerprint: str
+    def __init__(self, access_key: _Optional[str] = ..., secret_key: _Optional[str] = ..., namespace: _Optional[str] = ..., status: _Optional[_Union[AccessKeyStatus, str]] = ..., expires_at_ms: _Optional[int] = ..., create_time_ms: _Optional[int] = ..., update_time_ms: _Optional[int] = ..., secret_fingerprint: _Optional[str] = ...) -> None: ...
 
 class PutAccessKeyRequest(_message.Message):
     __slots__ = ("access_key",)
@@ -426,10 +432,12 @@ class DeleteAccessKeyResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class ListAccessKeysRequest(_message.Message):
-    __slots__ = ("namespace",)
+    __slots__ = ("namespace", "include_secrets")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_SECRETS_FIELD_NUMBER: _ClassVar[int]
     namespace: str
-    def __init__(self, namespace: _Optional[str] = ...) -> None: ...
+    include_secrets: bool
+    def __init__(self, namespace: _Optional[str] = ..., include_secrets: _Optional[bool] = ...) -> None: ...
 
 class ListAccessKeysResponse(_message.Message):
     __slots__ = ("access_keys",)

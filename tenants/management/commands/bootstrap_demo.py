@@ -122,6 +122,8 @@ class Command(BaseCommand):
         }
         if options["broker"]:
             demo["broker"] = {"endpoint": options["broker"]}
+            if settings.BROKER_ADMIN_TOKEN:  # the operator credential of its admin API
+                demo["broker"]["admin_token"] = settings.BROKER_ADMIN_TOKEN
             demo["tenant"].update(topic=DEMO_TOPIC, group=DEMO_GROUP)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(demo, indent=2))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import signal
 import subprocess
@@ -25,11 +27,26 @@ TEST_SEGMENT_BYTES = 16 << 20
 
 
 class BrokerProcess:
-    """``mqctl broker start`` in a subprocess; restartable on the same data dir and port."""
+    """``mqctl broker start`` in a subprocess; restartable on the same data dir and port.
 
-    def __init__(self, data_dir: Path, port: int) -> None:
+    Brokers of tests that are not about security run in development mode (unsigned requests and an
+    open admin API); ``dev=False`` runs one as in production, ``env`` adds MQ_BROKER_* settings.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int,
+        *,
+        dev: bool = True,
+        env: dict[str, str] | None = None,
+        metrics_listen: str = "0",
+    ) -> None:
+        self.metrics_listen = metrics_listen
         self.data_dir = data_dir
         self.port = port
+        self.dev = dev
+        self.env = dict(env or {})
         self.proc: subprocess.Popen[str] | None = None
         self.output: list[str] = []
 
@@ -51,7 +68,8 @@ class BrokerProcess:
                 "--listen",
                 self.target,
                 "--metrics-listen",
-                "0",
+                self.metrics_listen,
+                *(["--dev"] if self.dev else []),
             ],
             cwd=REPO_ROOT,
             stdout=subprocess.PIPE,
@@ -64,6 +82,7 @@ class BrokerProcess:
                 # over a full run (pytest keeps three runs' tmp dirs).
                 "MQ_BROKER_COMMIT_LOG_SEGMENT_BYTES": str(TEST_SEGMENT_BYTES),
                 "COLUMNS": "200",
+                **self.env,
             },
         )
         ready = threading.Event()
@@ -95,16 +114,35 @@ class BrokerProcess:
 class V2:
     """Blocking v2 stub with the metadata headers the official clients send."""
 
-    def __init__(self, target: str, namespace: str = "") -> None:
+    def __init__(self, target: str, namespace: str = "", credentials: tuple[str, str] | None = None) -> None:
         self.channel = grpc.insecure_channel(target, options=[("grpc.max_send_message_length", 64 << 20)])
         self.stub = service_pb2_grpc.MessagingServiceStub(self.channel)
         self.namespace = namespace
         self.client_id = f"test@{os.getpid()}@{uuid.uuid4().hex[:8]}"
-        self.md = [
+        self.credentials = credentials
+        self._md = [
             ("x-mq-client-id", self.client_id),
             ("x-mq-language", "PYTHON"),
             ("x-mq-client-version", "test"),
             ("x-mq-namespace", namespace),
+        ]
+
+    @property
+    def md(self) -> list[tuple[str, str]]:
+        """The headers of one call, signed (MQv2-HMAC-SHA1 over x-mq-date-time) with credentials."""
+        if self.credentials is None:
+            return self._md
+        access_key, secret = self.credentials
+        date = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        signature = hmac.new(secret.encode(), date.encode(), hashlib.sha1).hexdigest()
+        return [
+            *self._md,
+            ("x-mq-date-time", date),
+            (
+                "authorization",
+                f"MQv2-HMAC-SHA1 Credential={access_key}, SignedHeaders=x-mq-date-time, "
+                f"Signature={signature}",
+            ),
         ]
 
     def res(self, name: str) -> pb.Resource:

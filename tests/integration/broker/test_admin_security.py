@@ -6,7 +6,13 @@ import stat
 
 import pytest
 
-from mqcloud.admin_client import BrokerAdminClient, BrokerAdminError, quota_limits, to_dict
+from mqcloud.admin_client import (
+    BrokerAdminClient,
+    BrokerAdminError,
+    quota_limits,
+    secret_fingerprint,
+    to_dict,
+)
 
 from .conftest import BrokerProcess
 
@@ -48,9 +54,11 @@ def test_put_list_delete_and_persistence(broker: BrokerProcess) -> None:
         _seed(admin)
         # then: listed, filtered by namespace, normalised
         keys = admin.list_access_keys("acme")
-        assert [(k.access_key, k.secret_key, k.expires_at_ms) for k in keys] == [
-            ("AKacme1", "s3cret", 4_000_000_000_000)
+        # a listing carries a fingerprint, never the secret (dev mode: no operator asked)
+        assert [(k.access_key, k.secret_key, k.secret_fingerprint, k.expires_at_ms) for k in keys] == [
+            ("AKacme1", "", secret_fingerprint("AKacme1", "s3cret"), 4_000_000_000_000)
         ]
+        assert admin.list_access_keys("acme", include_secrets=True)[0].secret_key == ""
         assert [k.access_key for k in admin.list_access_keys()] == ["AKacme1", "AKglobex"]
         (policy,) = admin.list_acls("acme")
         assert to_dict(policy) | {"create_time_ms": "0", "update_time_ms": "0"} == {
@@ -193,4 +201,6 @@ def test_an_access_key_cannot_move_to_another_namespace(broker: BrokerProcess) -
         with pytest.raises(BrokerAdminError) as info:
             admin.put_access_key("AK1", secret_key="x", namespace="globex")
         assert info.value.code == "ALREADY_EXISTS"
-        assert [(k.namespace, k.secret_key) for k in admin.list_access_keys()] == [("acme", "s")]
+        assert [(k.namespace, k.secret_fingerprint) for k in admin.list_access_keys()] == [
+            ("acme", secret_fingerprint("AK1", "s"))
+        ]

@@ -13,7 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from mqcloud import ClientConfig, Credentials, Message, Producer
 from mqcloud.admin_client import BrokerAdminClient
+from mqcloud.errors import UnauthorizedError
 from tests.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[3]
@@ -148,12 +150,33 @@ def test_standalone_serves_and_stops_cleanly(tmp_path: Path) -> None:
         # the broker runs and answers its admin API at the endpoint demo.json names
         assert demo["broker"]["endpoint"] == f"127.0.0.1:{broker_port}"
         # and Celery provisioned the demo tenant's topic onto it from the control plane
-        with BrokerAdminClient(demo["broker"]["endpoint"], timeout=5) as admin:
+        with BrokerAdminClient(
+            demo["broker"]["endpoint"], timeout=5, token=demo["broker"]["admin_token"]
+        ) as admin:
             wanted = f"demo%{demo['tenant']['topic']}"
             deadline = time.monotonic() + 45
             while wanted not in {t.name for t in admin.list_topics()}:
                 assert time.monotonic() < deadline, "the demo topic never reached the broker"
                 time.sleep(0.5)
+        # the demo SDK example signs with the demo key (provisioned by Celery) and an unsigned
+        # client is refused: standalone does not run the broker in development mode
+        tenant = demo["tenant"]
+        signed = ClientConfig(
+            demo["broker"]["endpoint"],
+            credentials=Credentials(tenant["access_key"], tenant["secret_key"]),
+            namespace=tenant["namespace"],
+        )
+        while True:
+            try:
+                with Producer(signed, topics=[tenant["topic"]]) as producer:
+                    producer.send(Message(tenant["topic"], b"standalone-demo"))
+                break
+            except UnauthorizedError:  # the key is still on its way to the broker
+                assert time.monotonic() < deadline, "the demo key never reached the broker"
+                time.sleep(0.5)
+        unsigned = ClientConfig(demo["broker"]["endpoint"], namespace=tenant["namespace"])
+        with pytest.raises(UnauthorizedError), Producer(unsigned, topics=[tenant["topic"]]) as producer:
+            producer.send(Message(tenant["topic"], b"anonymous"))
         children = processes_with_data_dir(data_dir.resolve())
         assert len(children) >= 3  # control plane, celery and the broker
 
@@ -166,6 +189,13 @@ def test_standalone_serves_and_stops_cleanly(tmp_path: Path) -> None:
         assert proc.returncode == 0
         time.sleep(0.5)
         assert processes_with_data_dir(data_dir.resolve()) == []
+        # the broker metered the demo tenant into .data/metering (flushed at shutdown)
+        records = [
+            json.loads(line)
+            for path in (data_dir / "metering" / "usage").glob("date=*/hour=*/*.jsonl")
+            for line in path.read_text().splitlines()
+        ]
+        assert any(r["kind"] == "usage" and r["tenant"] == "demo" and r["messages_in"] >= 1 for r in records)
     finally:
         if proc.poll() is None:
             proc.terminate()

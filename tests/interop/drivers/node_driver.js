@@ -27,7 +27,10 @@ function view(m) {
 }
 
 function opts(a, extra) {
-  return { endpoints: a.endpoint, namespace: a.namespace, requestTimeout: 5000, logger: silent, ...extra };
+  const o = { endpoints: a.endpoint, namespace: a.namespace, requestTimeout: 5000, logger: silent, ...extra };
+  if (a.ak) o.sessionCredentials = { accessKey: a.ak, accessSecret: a.sk };
+  if (a.tls === '1') o.sslEnabled = true;
+  return o;
 }
 
 const sleep = ms => new Promise(r => setTimeout(r, ms));

@@ -2,8 +2,9 @@
 
 Runs in the interop venv, not ours. Prints one JSON object on the last stdout line.
 
-    py_driver.py produce|simple|push|redeliver --endpoint H:P --namespace NS --topic T --group G
-                 --count N --prefix P [--invisible S] [--timeout S]
+    py_driver.py produce|simple|push|redeliver|fifo-produce|delay-produce|tx-produce
+                 --endpoint H:P --namespace NS --topic T --group G
+                 --count N --prefix P [--invisible S] [--timeout S] [--delay S] [--ak AK --sk SK] [--tls 1]
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from rocketmq import (
     Producer,
     PushConsumer,
     SimpleConsumer,
+    TransactionChecker,
+    TransactionResolution,
 )
 
 
@@ -36,15 +39,18 @@ def view(m) -> dict:
         "properties": dict(m.properties or {}),
         "delivery_attempt": m.delivery_attempt,
         "corrupted": bool(m.corrupted),
+        "message_group": m.message_group,
+        "received_at": time.time(),
     }
 
 
 def config(a) -> ClientConfiguration:
-    return ClientConfiguration(a.endpoint, Credentials(), a.namespace, request_timeout=5)
+    creds = Credentials(a.ak, a.sk) if a.ak else Credentials()
+    return ClientConfiguration(a.endpoint, creds, a.namespace, request_timeout=5)
 
 
 def produce(a) -> dict:
-    p = Producer(config(a), (a.topic,))
+    p = Producer(config(a), (a.topic,), tls_enable=a.tls)
     p.startup()
     sent = []
     try:
@@ -73,7 +79,9 @@ def produce(a) -> dict:
 
 
 def simple(a) -> dict:
-    c = SimpleConsumer(config(a), a.group, {a.topic: FilterExpression("*")}, await_duration=3)
+    c = SimpleConsumer(
+        config(a), a.group, {a.topic: FilterExpression("*")}, await_duration=3, tls_enable=a.tls
+    )
     c.startup()
     got: list[dict] = []
     deadline = time.monotonic() + a.timeout
@@ -89,7 +97,9 @@ def simple(a) -> dict:
 
 def redeliver(a) -> dict:
     """Receive without acking; the same messages must come back after the invisible time."""
-    c = SimpleConsumer(config(a), a.group, {a.topic: FilterExpression("*")}, await_duration=3)
+    c = SimpleConsumer(
+        config(a), a.group, {a.topic: FilterExpression("*")}, await_duration=3, tls_enable=a.tls
+    )
     c.startup()
     first: list[dict] = []
     second: list[dict] = []
@@ -132,9 +142,98 @@ def push(a) -> dict:
     return {"received": listener.got}
 
 
+def fifo_produce(a) -> dict:
+    """count messages over three message groups, in order within each group."""
+    p = Producer(config(a), (a.topic,))
+    p.startup()
+    sent = []
+    try:
+        for i in range(a.count):
+            group, seq = f"{a.prefix}-g{i % 3}", i // 3
+            m = Message()
+            m.topic = a.topic
+            m.body = f"{group}-{seq}".encode()
+            m.message_group = group
+            r = p.send(m)
+            sent.append({"message_id": r.message_id, "message_group": group, "seq": seq})
+    finally:
+        p.shutdown()
+    return {"sent": sent}
+
+
+def delay_produce(a) -> dict:
+    """count messages due --delay seconds from now (whole seconds: the client sends seconds)."""
+    p = Producer(config(a), (a.topic,))
+    p.startup()
+    sent = []
+    try:
+        due = int(time.time()) + int(a.delay)
+        for i in range(a.count):
+            m = Message()
+            m.topic = a.topic
+            m.body = f"{a.prefix}-{i}".encode()
+            m.delivery_timestamp = due
+            r = p.send(m)
+            sent.append({"message_id": r.message_id, "due": due})
+    finally:
+        p.shutdown()
+    return {"sent": sent}
+
+
+class Decide(TransactionChecker):
+    """Answers the broker's checks from the message's "decision" property."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self.lock = threading.Lock()
+
+    def check(self, message) -> TransactionResolution:
+        with self.lock:
+            self.asked.append(message.message_id)
+        decision = (message.properties or {}).get("decision")
+        return TransactionResolution.COMMIT if decision == "check-commit" else TransactionResolution.ROLLBACK
+
+
+def tx_produce(a) -> dict:
+    """Transactions ended by the client (commit, rollback) and left open for the broker's check."""
+    checker = Decide()
+    p = Producer(config(a), (a.topic,), checker)
+    p.startup()
+    sent = []
+    try:
+        for i in range(a.count):
+            decision = ("commit", "rollback", "check-commit", "check-rollback")[i % 4]
+            m = Message()
+            m.topic = a.topic
+            m.body = f"{a.prefix}-{i}".encode()
+            m.add_property("decision", decision)
+            tx = p.begin_transaction()
+            r = p.send(m, tx)
+            if decision == "commit":
+                tx.commit()
+            elif decision == "rollback":
+                tx.rollback()
+            sent.append({"message_id": r.message_id, "decision": decision})
+        open_ids = {x["message_id"] for x in sent if x["decision"].startswith("check")}
+        deadline = time.monotonic() + a.timeout
+        while time.monotonic() < deadline:
+            with checker.lock:
+                if open_ids <= set(checker.asked):
+                    break
+            time.sleep(0.2)
+        time.sleep(1.0)  # let the last answers go out
+    finally:
+        p.shutdown()
+    with checker.lock:
+        return {"sent": sent, "asked": sorted(set(checker.asked))}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["produce", "simple", "push", "redeliver"])
+    ap.add_argument(
+        "mode",
+        choices=["produce", "simple", "push", "redeliver", "fifo-produce", "delay-produce", "tx-produce"],
+    )
     ap.add_argument("--endpoint", required=True)
     ap.add_argument("--namespace", default="")
     ap.add_argument("--topic", required=True)
@@ -143,8 +242,21 @@ def main() -> None:
     ap.add_argument("--prefix", default="py")
     ap.add_argument("--invisible", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=30)
+    ap.add_argument("--delay", type=float, default=5)
+    ap.add_argument("--ak", default="")
+    ap.add_argument("--sk", default="")
+    ap.add_argument("--tls", type=lambda v: v == "1", default=False)
     a = ap.parse_args()
-    result = {"produce": produce, "simple": simple, "push": push, "redeliver": redeliver}[a.mode](a)
+    modes = {
+        "produce": produce,
+        "simple": simple,
+        "push": push,
+        "redeliver": redeliver,
+        "fifo-produce": fifo_produce,
+        "delay-produce": delay_produce,
+        "tx-produce": tx_produce,
+    }
+    result = modes[a.mode](a)
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
 

@@ -1,0 +1,155 @@
+"""Message trace: the life of each message (stored, deliveries, acks, retries, DLQ, redrive).
+
+Events are buffered in memory and written in batches to the system topic ``rmq_sys_TRACE_DATA``
+(RocketMQ keeps its traces in a topic too). One record holds up to 64 events as a JSON list
+``[[message_id, topic, event, time_ms, group, attempt, client_id, detail], ...]``; its KEYS are the
+distinct message ids, so the store's IndexFile finds every record about a message. Retention is the
+CommitLog's: trace records go when their segment goes. The buffer is bounded; past
+``MAX_PENDING`` events the oldest are dropped and counted (tracing never slows the data path or
+grows memory without bound). See docs/trace.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import logging
+import time
+from typing import Any, NamedTuple
+
+__all__ = ("EVENTS", "TRACE_TOPIC", "MessageTracer", "TraceEvent")
+
+logger = logging.getLogger(__name__)
+
+TRACE_TOPIC = "rmq_sys_TRACE_DATA"
+EVENTS = (
+    "stored",
+    "delivered",
+    "acked",
+    "nacked",
+    "invisible_changed",
+    "retried",
+    "dead_lettered",
+    "redriven",
+)
+MAX_PENDING = 200_000
+_BATCH = 64  # events per record: keys stay far below the 64 KiB properties limit
+_FLUSH_S = 0.2
+_MAX_RECORDS_READ = 64
+
+
+class TraceEvent(NamedTuple):
+    message_id: str
+    topic: str
+    event: str
+    time_ms: int
+    group: str = ""
+    attempt: int = 0
+    client_id: str = ""
+    detail: str = ""
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class MessageTracer:
+    """Collects trace events from the RPC handlers and writes them to the trace topic.
+
+    ``record`` may be called from any thread (a deque append); ``run`` flushes on the broker loop.
+    """
+
+    def __init__(self, store: Any, *, enabled: bool = True, max_pending: int = MAX_PENDING) -> None:
+        self.store = store
+        self.enabled = enabled and hasattr(store, "query_messages_by_key")
+        self._pending: collections.deque[TraceEvent] = collections.deque(maxlen=max_pending)
+        self._max_pending = max_pending
+        self.dropped = 0
+        self._task: asyncio.Task[None] | None = None
+
+    def record(
+        self,
+        message_id: str,
+        topic: str,
+        event: str,
+        *,
+        group: str = "",
+        attempt: int = 0,
+        client_id: str = "",
+        detail: str = "",
+    ) -> None:
+        if not self.enabled or not message_id:
+            return
+        if len(self._pending) >= self._max_pending:
+            self.dropped += 1
+        self._pending.append(
+            TraceEvent(message_id, topic, event, _now_ms(), group, attempt, client_id, detail)
+        )
+
+    def _take(self) -> list[list[TraceEvent]]:
+        batches: list[list[TraceEvent]] = []
+        pending = self._pending
+        while pending:
+            batch: list[TraceEvent] = []
+            while pending and len(batch) < _BATCH:
+                batch.append(pending.popleft())
+            batches.append(batch)
+        return batches
+
+    @staticmethod
+    def _to_store(batch: list[TraceEvent]) -> Any:
+        from dataplane.store.message import MessageToStore
+
+        ids = dict.fromkeys(e.message_id for e in batch if " " not in e.message_id)
+        body = json.dumps([list(e) for e in batch], separators=(",", ":")).encode()
+        return MessageToStore(TRACE_TOPIC, 0, body, {"KEYS": " ".join(ids)} if ids else {})
+
+    async def flush_async(self) -> None:
+        batches = self._take()
+        if batches:
+            result = await self.store.put_messages_async([self._to_store(b) for b in batches])
+            if not result.ok:
+                logger.warning("trace: %d events not stored (%s)", sum(map(len, batches)), result.status)
+
+    def flush(self) -> None:
+        """Write what is buffered (shutdown, before the store closes)."""
+        batches = self._take()
+        if batches and getattr(self.store, "running", True):
+            self.store.put_messages([self._to_store(b) for b in batches])
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self.enabled:
+            self._task = loop.create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(_FLUSH_S)
+            try:
+                await self.flush_async()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("trace flush failed")
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    def events(self, message_id: str, topic: str | None = None, limit: int = 256) -> list[TraceEvent]:
+        """Every recorded event of ``message_id`` (of ``topic`` when given), oldest first."""
+        found: list[TraceEvent] = []
+        if self.enabled and " " not in message_id:
+            for record in self.store.query_messages_by_key(TRACE_TOPIC, message_id, _MAX_RECORDS_READ):
+                with contextlib.suppress(ValueError, TypeError):
+                    for item in json.loads(record.body):
+                        event = TraceEvent(*item)
+                        if event.message_id == message_id:
+                            found.append(event)
+        found += [e for e in list(self._pending) if e.message_id == message_id]
+        if topic is not None:
+            found = [e for e in found if e.topic == topic]
+        found.sort(key=lambda e: e.time_ms)
+        return found[:limit]

@@ -1,0 +1,111 @@
+"""Units of issue 5: retry backoff steps, the POP 'waiting' flag across a restart, the trace buffer,
+and the redrive log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dataplane.pop import PopState
+from dataplane.retry import ROCKETMQ_RETRY_DELAYS_MS, retry_delay_ms
+from dataplane.services.messages_admin import RedriveLog
+from dataplane.trace import MessageTracer
+
+
+@pytest.mark.parametrize(
+    ("policy", "attempt", "expected"),
+    [
+        pytest.param(
+            {"exponential": {"initial_ms": 1000, "max_ms": 5000, "multiplier": 2}}, 1, 1000, id="exp-1"
+        ),
+        pytest.param(
+            {"exponential": {"initial_ms": 1000, "max_ms": 5000, "multiplier": 2}}, 3, 4000, id="exp-3"
+        ),
+        pytest.param(
+            {"exponential": {"initial_ms": 1000, "max_ms": 5000, "multiplier": 2}}, 9, 5000, id="exp-cap"
+        ),
+        pytest.param(
+            {"exponential": {"initial_ms": 10, "max_ms": 0, "multiplier": 1e6}}, 400, 86_400_000, id="huge"
+        ),
+        pytest.param({"customized": {"delays_ms": [100, 200]}}, 1, 100, id="custom-1"),
+        pytest.param({"customized": {"delays_ms": [100, 200]}}, 5, 200, id="custom-last-repeats"),
+        pytest.param({}, 1, 0, id="none"),
+    ],
+)
+def test_retry_delay(policy: dict[str, Any], attempt: int, expected: int) -> None:
+    assert retry_delay_ms(policy, attempt) == expected
+
+
+def test_default_ladder_is_rocketmqs() -> None:
+    assert len(ROCKETMQ_RETRY_DELAYS_MS) == 16
+    assert retry_delay_ms({}, 1, ROCKETMQ_RETRY_DELAYS_MS) == 10_000
+    assert retry_delay_ms({}, 16, ROCKETMQ_RETRY_DELAYS_MS) == 7_200_000
+    assert retry_delay_ms({}, 99, ROCKETMQ_RETRY_DELAYS_MS) == 7_200_000
+
+
+def _pop(tmp_path: Path) -> PopState:
+    return PopState(tmp_path, initial_offset=lambda g, t, q: 0, on_commit=lambda g, t, q, o: None)
+
+
+@pytest.mark.parametrize("compact", [False, True], ids=["journal", "snapshot"])
+def test_waiting_flag_survives_a_restart(tmp_path: Path, compact: bool) -> None:
+    pop = _pop(tmp_path)
+    first = pop.deliver("g", "t", 0, 5, 1, 1000, 6)
+    pop.deliver("g", "t", 0, 5, 1, 9000, 6, waiting=True, nonce=first.nonce)
+    pop.deliver("g", "t", 0, 7, 2, 2000, 8)
+    if compact:
+        pop.compact()
+    pop._journal.close()  # a crash: no close(), no compaction
+    again = _pop(tmp_path)
+    pos = again.peek("g", "t", 0)
+    assert pos is not None
+    waiting = pos.in_flight[5]
+    assert (waiting.waiting, waiting.nonce, waiting.invisible_until_ms, waiting.attempt) == (
+        True,
+        first.nonce,
+        9000,
+        1,
+    )
+    assert pos.in_flight[7].waiting is False
+    again.close()
+
+
+class _Store:
+    def __init__(self) -> None:
+        self.records: list[Any] = []
+
+    def query_messages_by_key(self, topic: str, key: str, max_num: int) -> list[Any]:
+        return [r for r in self.records if key in r.properties.get("KEYS", "").split()]
+
+    def put_messages(self, msgs: list[Any]) -> None:
+        self.records += msgs
+
+
+def test_tracer_buffers_batches_and_bounds(tmp_path: Path) -> None:
+    store = _Store()
+    tracer = MessageTracer(store, max_pending=100)
+    tracer.record("m1", "ns%t", "stored")
+    tracer.record("m1", "ns%t", "delivered", group="ns%g", attempt=1, client_id="c")
+    tracer.record("m2", "ns%other", "stored")
+    # readable before it is written
+    assert [e.event for e in tracer.events("m1", "ns%t")] == ["stored", "delivered"]
+    tracer.flush()
+    assert len(store.records) == 1 and store.records[0].properties["KEYS"] == "m1 m2"
+    assert [e.event for e in tracer.events("m1", "ns%t")] == ["stored", "delivered"]
+    assert tracer.events("m2", "ns%t") == []  # another topic's message
+    for i in range(150):
+        tracer.record(f"x{i}", "ns%t", "stored")
+    assert tracer.dropped == 50
+    tracer.flush()
+    assert sum(1 for r in store.records) == 1 + 2  # 100 events: two records of at most 64
+
+
+def test_redrive_log_persists_and_prunes(tmp_path: Path) -> None:
+    path = tmp_path / "dlq" / "redriven.json"
+    log = RedriveLog(path)
+    log.add("%DLQ%g", [1, 2, 3], min_offset=0)
+    log.add("%DLQ%g", [7], min_offset=2)  # 1 went with retention
+    again = RedriveLog(path)
+    assert [again.contains("%DLQ%g", o) for o in (1, 2, 3, 7, 8)] == [False, True, True, True, False]
