@@ -74,7 +74,7 @@ def plans(fmt: Output = output.OutputFormat.TABLE) -> None:
             "name",
             "is_default",
             "price_monthly",
-            "price_per_million_messages",
+            "price_per_million_requests",
             "price_per_gb_month",
             "produce_messages_per_s",
             "max_topics",
