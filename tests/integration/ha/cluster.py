@@ -119,7 +119,9 @@ class HABroker(_Process):
             **self.env,
         }
         args = ["broker", "start", "--data-dir", str(self.data_dir), "--listen", self.target]
-        self._spawn([*args, "--metrics-listen", "0"], env, timeout)
+        # Development mode like every broker of a test that is not about security: the status
+        # calls below use the admin API without an operator token.
+        self._spawn([*args, "--metrics-listen", "0", "--dev"], env, timeout)
 
     def status(self, timeout: float = 2.0) -> cl.GetClusterStatusResponse:
         with grpc.insecure_channel(self.target) as channel:
