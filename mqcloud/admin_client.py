@@ -21,6 +21,8 @@ __all__ = (
     "QUOTA_LIMITS",
     "BrokerAdminClient",
     "BrokerAdminError",
+    "admin_channel",
+    "operator_metadata",
     "quota_limits",
     "secret_fingerprint",
     "to_dict",
@@ -85,6 +87,18 @@ def _enum(pb_enum: Any, prefix: str, value: str) -> Any:
     return pb_enum.Value(prefix + value.upper())
 
 
+def admin_channel(target: str, *, tls: bool = False, root_certificates: bytes | None = None) -> grpc.Channel:
+    """A channel to a broker's admin API: TLS when ``tls`` or ``root_certificates`` (PEM) is given."""
+    if tls or root_certificates is not None:
+        return grpc.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=root_certificates))
+    return grpc.insecure_channel(target)
+
+
+def operator_metadata(token: str | None) -> tuple[tuple[str, str], ...] | None:
+    """The call metadata that carries the broker's operator token (``authorization: Bearer``)."""
+    return (("authorization", f"Bearer {token}"),) if token else None
+
+
 class BrokerAdminClient:
     """``BrokerAdminClient("127.0.0.1:8081").create_topic("ns%orders", queue_count=8)``.
 
@@ -102,16 +116,10 @@ class BrokerAdminClient:
         tls: bool = False,
         root_certificates: bytes | None = None,
     ) -> None:
-        if channel is None:
-            if tls or root_certificates is not None:
-                creds = grpc.ssl_channel_credentials(root_certificates=root_certificates)
-                channel = grpc.secure_channel(target, creds)
-            else:
-                channel = grpc.insecure_channel(target)
-        self._channel = channel
+        self._channel = channel or admin_channel(target, tls=tls, root_certificates=root_certificates)
         self._stub = admin_pb2_grpc.BrokerAdminStub(self._channel)
         self._timeout = timeout
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else None
+        self._metadata = operator_metadata(token)
 
     def close(self) -> None:
         self._channel.close()

@@ -15,7 +15,7 @@ import grpc
 
 from mqcloud.admin.v1 import messages_pb2 as m
 from mqcloud.admin.v1 import messages_pb2_grpc
-from mqcloud.admin_client import BrokerAdminError
+from mqcloud.admin_client import BrokerAdminError, admin_channel, operator_metadata
 
 __all__ = ("RESET_TARGETS", "MessageAdminClient")
 
@@ -29,10 +29,19 @@ RESET_TARGETS = {
 class MessageAdminClient:
     """``MessageAdminClient("127.0.0.1:8081").query_messages("ns%orders", key="o-1")``."""
 
-    def __init__(self, target: str, *, timeout: float = 10.0, channel: grpc.Channel | None = None) -> None:
-        self._channel = channel or grpc.insecure_channel(target)
+    def __init__(
+        self,
+        target: str,
+        *,
+        timeout: float = 10.0,
+        channel: grpc.Channel | None = None,
+        token: str | None = None,
+        root_certificates: bytes | None = None,
+    ) -> None:
+        self._channel = channel or admin_channel(target, root_certificates=root_certificates)
         self._stub = messages_pb2_grpc.MessageAdminStub(self._channel)
         self._timeout = timeout
+        self._metadata = operator_metadata(token)
 
     def close(self) -> None:
         self._channel.close()
@@ -47,7 +56,7 @@ class MessageAdminClient:
 
     def _call(self, method: str, request: Any) -> Any:  # the generated stubs are untyped
         try:
-            return getattr(self._stub, method)(request, timeout=self._timeout)
+            return getattr(self._stub, method)(request, timeout=self._timeout, metadata=self._metadata)
         except grpc.RpcError as exc:
             code = exc.code()  # type: ignore[attr-defined]
             raise BrokerAdminError(code.name if code else "UNKNOWN", exc.details() or "") from exc  # type: ignore[attr-defined]

@@ -21,7 +21,7 @@ def status() -> None:
     from mqcloud.admin_cluster import ClusterAdminClient
 
     try:
-        with ClusterAdminClient(_state["broker"]) as client:
+        with ClusterAdminClient(_state["broker"], token=_state["token"]) as client:
             data = client.status()
     except BrokerAdminError as exc:
         abort(f"{exc.code}: {exc.message}")

@@ -47,7 +47,7 @@ def status(
     from mqcloud.admin_tier import TierAdminClient
 
     try:
-        with TierAdminClient(_state["broker"]) as client:
+        with TierAdminClient(_state["broker"], token=_state["token"]) as client:
             data: dict[str, Any] = to_dict(client.status(namespace))
     except BrokerAdminError as exc:
         abort(f"{exc.code}: {exc.message}")

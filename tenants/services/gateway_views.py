@@ -322,6 +322,9 @@ class GrpcDataPlaneViews:
     """
 
     timeout_s: float
+    # The operator credentials the host gateway was built with (BrokerGateway sets them).
+    _token: str | None
+    _root_certificates: bytes | None
 
     if TYPE_CHECKING:
 
@@ -333,7 +336,12 @@ class GrpcDataPlaneViews:
         if client is None:
             from mqcloud.admin_messages import MessageAdminClient
 
-            client = clients[endpoint] = MessageAdminClient(endpoint, timeout=self.timeout_s)
+            client = clients[endpoint] = MessageAdminClient(
+                endpoint,
+                timeout=self.timeout_s,
+                token=self._token,
+                root_certificates=self._root_certificates,
+            )
         return client
 
     def _view_call(self, client: Any, endpoint: str, method: str, *args: Any, **kwargs: Any) -> Any:

@@ -41,6 +41,11 @@ class Stack:
     broker: str
     env: dict[str, str]
 
+    @property
+    def admin_token(self) -> str:
+        """The broker's operator token, which ``mqctl standalone`` keeps in its data dir."""
+        return (self.data_dir / "broker-admin-token").read_text().strip()
+
     def manage(self, *args: str) -> str:
         """``manage.py ARGS`` against the stack's database; its stdout."""
         done = subprocess.run(

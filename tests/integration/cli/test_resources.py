@@ -18,12 +18,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def broker_topics(stack: Stack) -> dict[str, object]:
-    with BrokerAdminClient(stack.broker) as client:
+    with BrokerAdminClient(stack.broker, token=stack.admin_token) as client:
         return {f"{t.namespace}%{t.name}" if "%" not in t.name else t.name: t for t in client.list_topics()}
 
 
 def broker_groups(stack: Stack) -> dict[str, object]:
-    with BrokerAdminClient(stack.broker) as client:
+    with BrokerAdminClient(stack.broker, token=stack.admin_token) as client:
         return {f"{g.namespace}%{g.name}" if "%" not in g.name else g.name: g for g in client.list_groups()}
 
 
@@ -160,7 +160,7 @@ def test_key_create_prints_access_key_and_secret(stack: Stack, operator: Mqctl, 
     assert key["status"] == "active"  # waited for the brokers
     saved = json.loads(operator.config.read_text())["contexts"]["default"]["credentials"][tenant]
     assert saved == {"access_key": key["access_key"], "secret_key": key["secret"]}
-    with BrokerAdminClient(stack.broker) as client:
+    with BrokerAdminClient(stack.broker, token=stack.admin_token) as client:
         assert key["access_key"] in {k.access_key for k in client.list_access_keys(tenant)}
 
     listed = operator.json("key", "list")
@@ -299,7 +299,7 @@ def test_acl_and_quota_commands(stack: Stack, operator: Mqctl, tenant: str) -> N
         "--source-cidr", "10.0.0.0/8",
     )  # fmt: skip
     assert policy["status"] == "active" and policy["actions"] == ["Pub", "Sub"]
-    with BrokerAdminClient(stack.broker) as client:
+    with BrokerAdminClient(stack.broker, token=stack.admin_token) as client:
         assert str(policy["id"]) in {p.name for p in client.list_acls(tenant)}
     assert [p["id"] for p in operator.json("acl", "list")] == [policy["id"]]
     assert operator.json("acl", "update", str(policy["id"]), "--decision", "Deny")["decision"] == "Deny"
