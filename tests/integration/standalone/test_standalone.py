@@ -144,7 +144,9 @@ def test_standalone_serves_and_stops_cleanly(tmp_path: Path) -> None:
                 follow_redirects=True,
             )
             assert page.status_code == 200
-            assert "Dashboard" in page.text
+            # a member of one tenant lands on that tenant's overview
+            assert page.url.path == "/t/demo/"
+            assert "<title>Overview · demo" in page.text and "<code>demo</code>" in page.text
         token_auth = {"Authorization": f"Token {demo['api']['token']}"}
         assert httpx.get(f"{base}/api/v1/", headers=token_auth).status_code == 200
         # the broker runs and answers its admin API at the endpoint demo.json names
