@@ -77,13 +77,17 @@ def build_ha(broker: Broker) -> HANode | None:
             except Exception:
                 logger.exception("transaction recovery after promotion failed")
 
-    return HANode(
+    node = HANode(
         store,
         config,
         meta_snapshot=lambda: take_snapshot(broker.metadata, offsets),
         apply_meta=lambda snap: apply_snapshot(broker.metadata, offsets, snap),
         on_promoted=promoted,
     )
+    if hasattr(store, "set_tier_hooks"):  # tiered storage: only a writable master offloads, and
+        # only what the SyncStateSet holds (docs/tiered-storage.md)
+        store.set_tier_hooks(confirmed_offset=node.confirmed_offset, is_master=node.writable)
+    return node
 
 
 def _required(broker: Broker, msgs: Sequence[MessageToStore]) -> int:

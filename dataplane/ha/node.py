@@ -139,6 +139,18 @@ class HANode:
             return "this master's lease expired (cut off from the controller)"
         return "this node has no role yet (no controller answer)"
 
+    def confirmed_offset(self) -> int:
+        """The CommitLog offset every other member of the SyncStateSet holds, capped by what this
+        node has flushed: tiered storage offloads only below it, so a newly elected master never
+        finds objects for data it does not have. Called from the offload thread (reads snapshots)."""
+        flushed = int(self.store.commit_log.flushed_offset)
+        others = set(self.sync_state_set) - {self.config.node}
+        if not others:
+            return flushed
+        replicas = dict(self.service.replicas)
+        confirmed = [replicas[n].confirmed if n in replicas else -1 for n in others]
+        return max(0, min(flushed, *confirmed))
+
     def in_sync_replicas(self) -> int:
         return len(self.service.counted_replicas())
 

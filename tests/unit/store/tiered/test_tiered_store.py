@@ -237,3 +237,41 @@ def test_per_topic_retention_expires_one_topic_logically(make_tiered: TieredFact
     assert store.get_min_offset_in_queue(TOPIC, 0) == 0
     assert store.get_min_offset_in_queue(other, 0) > 0
     assert store.view.segments  # the objects stay: orders still needs them
+
+
+def test_ha_node_gates_offload_by_role_and_sync_state_set(make_tiered: TieredFactory, tmp_path: Path) -> None:
+    """build_ha wires the tier hooks: a replica never offloads; a master offloads only what every
+    other SyncStateSet member has confirmed (a new master then never lacks an offloaded segment)."""
+    from types import SimpleNamespace
+
+    from dataplane.config import BrokerSettings
+    from dataplane.ha.service import ReplicaState
+    from dataplane.ha_writes import build_ha
+    from mqcloud.ha.v1 import controller_pb2 as c
+
+    store = make_tiered()
+    put_many(store, 200)
+    size = store.config.mapped_file_size_commit_log
+    settings = BrokerSettings(
+        data_dir=tmp_path / "broker", controller="127.0.0.1:1", ha_node="n0", broker_name="g"
+    )
+    broker = SimpleNamespace(settings=settings, store=store, metadata=None, transactions=None)
+    node = build_ha(broker)  # type: ignore[arg-type]
+    assert node is not None
+
+    assert store.offloader.run_once() == 0  # no role yet: not the master
+    node.role, node.lease_deadline = c.MASTER, time.monotonic() + 60
+    node.sync_state_set = ["n0", "n1"]
+    assert store.offloader.run_once() == 0  # n1 is in the SyncStateSet and confirmed nothing
+    replica = ReplicaState("n1", "127.0.0.1:2")
+    replica.confirmed = 2 * size + 10
+    node.service.replicas["n1"] = replica
+    assert node.confirmed_offset() == 2 * size + 10
+    assert store.offloader.run_once() == 2  # the two sealed segments n1 holds
+    replica.confirmed = store.commit_log.flushed_offset
+    node.role = c.REPLICA  # demoted: nothing more is offloaded
+    assert store.offloader.run_once() == 0
+    node.role = c.MASTER
+    node.sync_state_set = ["n0"]  # alone in the set: up to its own flushed offset
+    assert node.confirmed_offset() == store.commit_log.flushed_offset
+    assert store.offloader.run_once() > 0
