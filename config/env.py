@@ -40,6 +40,12 @@ class PlatformSettings(BaseSettings):
     hsts_seconds: int = Field(default=31536000, alias="MQ_HSTS_SECONDS")
     log_level: str = Field(default="INFO", alias="MQ_LOG_LEVEL")
     reconcile_interval_s: float = Field(default=60.0, alias="MQ_RECONCILE_INTERVAL_S")
+    # Console sign-in throttling: after this many failures for one username or one client address
+    # within the window, sign-in answers 429 until the window has passed. A shared cache
+    # (MQ_CACHE_URL=redis://...) makes the count hold across web workers and hosts.
+    login_max_failures: int = Field(default=5, ge=1, alias="MQ_LOGIN_MAX_FAILURES")
+    login_window_s: int = Field(default=300, ge=1, alias="MQ_LOGIN_WINDOW_S")
+    cache_url: str | None = Field(default=None, alias="MQ_CACHE_URL")
     # The production HTTP server (gunicorn, config/gunicorn.py): where it listens, how many workers.
     http_listen: str = Field(default="127.0.0.1:8000", alias="MQ_HTTP_LISTEN")
     web_concurrency: int = Field(default=2, ge=1, alias="WEB_CONCURRENCY")

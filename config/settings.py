@@ -38,6 +38,15 @@ MQ_SECRETS_KEY = ENV.secrets_key.get_secret_value() if ENV.secrets_key else None
 # Operator credential and CA the control plane uses on brokers' admin API (docs/security.md).
 BROKER_ADMIN_TOKEN = ENV.broker_admin_token.get_secret_value() if ENV.broker_admin_token else None
 BROKER_TLS_CA_FILE = ENV.broker_tls_ca_file
+LOGIN_MAX_FAILURES = ENV.login_max_failures
+LOGIN_WINDOW_S = ENV.login_window_s
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": ENV.cache_url}
+        if ENV.cache_url
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
 ALLOWED_HOSTS = ENV.split_hosts()
 CSRF_TRUSTED_ORIGINS = ENV.split_origins()
 

@@ -209,6 +209,35 @@ class AsyncProducer(BaseClient):
     def begin_transaction(self) -> Transaction:
         return Transaction(self)
 
+    async def recall(self, topic: str, receipt: SendReceipt | str) -> str:
+        """Cancel a pending delay message; returns its message id.
+
+        ``receipt`` is the :class:`SendReceipt` of the send (its broker is asked) or the bare
+        recall handle (the topic's brokers are asked in turn; a broker that did not sign the
+        handle answers BAD_REQUEST). Raises :class:`NotFoundError` once the message was delivered
+        or recalled already.
+        """
+        if isinstance(receipt, SendReceipt):
+            if not receipt.recall_handle:
+                raise BadRequestError("this message has no recall handle (it is not a delay message)")
+            handle, endpoints = receipt.recall_handle, [receipt.endpoint]
+        else:
+            route = await self._route(topic)
+            handle, endpoints = receipt, list(dict.fromkeys(endpoint_of(q) for q in route.writable()))
+        if not handle:
+            raise BadRequestError("the recall handle is empty")
+        req = svc.RecallMessageRequest(topic=self.resource(topic), recall_handle=handle)
+        refused: BadRequestError | None = None
+        for endpoint in endpoints:
+            resp = await self.rpc.unary(endpoint, "RecallMessage", req)
+            try:
+                check_status(resp.status)
+            except BadRequestError as e:  # signed by another broker of the topic: ask the next one
+                refused = e
+                continue
+            return str(resp.message_id)
+        raise refused or ForbiddenError(f"topic {topic} has no writable queue", 40300)
+
     async def _send(self, messages: list[Message], transaction: Transaction | None) -> list[SendReceipt]:
         if not messages:
             return []
@@ -326,6 +355,10 @@ class Producer(BlockingClient[AsyncProducer]):
 
     def begin_transaction(self) -> Transaction:
         return self.core.begin_transaction()
+
+    def recall(self, topic: str, receipt: SendReceipt | str, timeout: float | None = None) -> str:
+        """Cancel a pending delay message (see :meth:`AsyncProducer.recall`); its message id."""
+        return self._lt().run(self.core.recall(topic, receipt), timeout)
 
     def commit(self, transaction: Transaction) -> None:
         self._lt().run(transaction.commit())

@@ -174,6 +174,31 @@ def send(
     output.emit(_receipt(topic, receipt), fmt)
 
 
+@app.command("recall")
+def recall(
+    topic: Topic,
+    recall_handle: Annotated[str, typer.Argument(help="The recall_handle that `message send` printed.")],
+    tenant: Tenant = None,
+    endpoint: EndpointOpt = None,
+    access_key: AccessKeyOpt = None,
+    secret_key: SecretKeyOpt = None,
+    fmt: Output = output.OutputFormat.TABLE,
+) -> None:
+    """Cancel a delay message before its delivery time (exit 3 once it was delivered).
+
+    \b
+    Examples:
+      mqctl message send reminders 'ping' --delay 3600 -o json   # prints recall_handle
+      mqctl message recall reminders "$HANDLE"
+    """
+    from mqcloud import Producer
+
+    ns = current().tenant(tenant)
+    with Producer(client_config(ns, endpoint, access_key, secret_key), topics=[topic]) as producer:
+        message_id = producer.recall(topic, recall_handle)
+    output.emit({"message_id": message_id, "topic": topic, "recalled": True}, fmt)
+
+
 def _send_via_api(ns: str, topic: str, message: Message) -> dict[str, Any]:
     """POST the message to the control plane's test-send endpoint; its answer plus the topic."""
     body: dict[str, Any] = {"body_base64": base64.b64encode(message.body).decode("ascii")}

@@ -139,12 +139,17 @@ def test_delay_and_fifo_messages(stack: Stack, operator: Mqctl, tenant: str) -> 
 
     sent_at = time.time()
     operator.ok("message", "send", "later", "wake up", "--delay", "2")
+    cancelled = operator.json("message", "send", "later", "never", "--delay", "2")
+    recalled = operator.json("message", "recall", "later", cancelled["recall_handle"])
+    assert recalled == {"message_id": cancelled["message_id"], "topic": "later", "recalled": True}
     got = operator.ok(
-        "message", "consume", "later", "-g", "waiters", "--max", "1", "--idle-timeout", "15", "-o", "json"
+        "message", "consume", "later", "-g", "waiters", "--max", "2", "--idle-timeout", "6", "-o", "json"
     )
-    [record] = [json.loads(line) for line in got.stdout.splitlines()]
+    [record] = [json.loads(line) for line in got.stdout.splitlines()]  # the recalled one never comes
     assert record["body"] == "wake up" and record["delivery_time"] is not None
     assert time.time() - sent_at >= 1.5  # not delivered before its time
+    late = operator("message", "recall", "later", cancelled["recall_handle"])
+    assert late.exit_code == 0  # recalling again is idempotent
 
     queues = {
         operator.json("message", "send", "steps", f"step-{i}", "--message-group", "order-7")["queue_id"]

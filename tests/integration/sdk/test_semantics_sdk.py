@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 
 from mqcloud import (
+    BadRequestError,
     ClientConfig,
+    FilterExpression,
     Message,
     MessageView,
+    NotFoundError,
     Producer,
     SimpleConsumer,
     TransactionResolution,
@@ -130,3 +133,54 @@ def test_unacked_message_returns_after_the_group_backoff(env: Env) -> None:
         assert again is not None and again.delivery_attempt == 2
         assert 2.5 <= waited < 6, waited
         c.ack(again)
+
+
+def test_delay_messages_arrive_on_time_and_recall_cancels_one(env: Env) -> None:
+    topic = env.new_topic(message_type="DELAY")
+    with (
+        SimpleConsumer(env.config, env.group, {topic: "*"}, await_duration=1) as c,
+        Producer(env.config, [topic]) as p,
+    ):
+        at = time.time() + 2
+        keep = p.send(Message(topic, b"keep", delivery_timestamp=at))
+        drop = p.send(Message(topic, b"drop", delivery_timestamp=at))
+        by_handle = p.send(Message(topic, b"drop-too", delivery_timestamp=at))
+        assert keep.recall_handle and drop.recall_handle
+        # recall by receipt (its broker) and by the bare handle (the topic's brokers in turn)
+        assert p.recall(topic, drop) == drop.message_id
+        assert p.recall(topic, by_handle.recall_handle) == by_handle.message_id
+        assert p.recall(topic, drop) == drop.message_id  # recalling again is idempotent
+        with pytest.raises(BadRequestError):
+            p.recall(topic, "bm90aGluZw.AAAA")  # forged
+        got = _drain(c, 1, timeout=10)
+        assert [(m.message_id, m.body) for m in got] == [(keep.message_id, b"keep")]
+        assert time.time() >= at  # never early
+        assert c.receive(16, 3) == []  # the recalled ones never come
+        with pytest.raises(NotFoundError):  # delivered: too late to recall
+            p.recall(topic, keep)
+
+
+def test_sql92_subscription_and_fifo_order_through_the_sdk(env: Env) -> None:
+    topic = env.new_topic(message_type="FIFO")
+    fifo = env.new_group(fifo=True)
+    sql = env.new_group()
+    with Producer(env.config, [topic]) as p:
+        for i in range(6):
+            group = "a" if i % 2 == 0 else "b"
+            p.send(Message(topic, f"{group}{i}".encode(), properties={"n": str(i)}, message_group=group))
+    # an SQL92 subscriber gets only what matches
+    with SimpleConsumer(env.config, sql, {topic: FilterExpression.sql92("n >= 4")}, await_duration=1) as c:
+        assert sorted(m.body for m in _drain(c, 2)) == [b"a4", b"b5"]
+        assert c.receive(16, 2) == []
+    # a FIFO group sees each message group in send order, one in flight per group
+    seen: dict[str, list[bytes]] = {"a": [], "b": []}
+    with SimpleConsumer(env.config, fifo, {topic: "*"}, await_duration=1) as c:
+        deadline = time.monotonic() + 20
+        while sum(map(len, seen.values())) < 6 and time.monotonic() < deadline:
+            batch = c.receive(16, 30)
+            groups = [m.message_group for m in batch]
+            assert len(groups) == len(set(groups)), f"two in flight from one group: {groups}"
+            for m in batch:
+                seen[m.message_group or ""].append(m.body)
+                c.ack(m)
+    assert seen == {"a": [b"a0", b"a2", b"a4"], "b": [b"b1", b"b3", b"b5"]}
