@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import enum
 import hashlib
 import inspect
@@ -37,6 +38,7 @@ from mqcloud.errors import (
 )
 from mqcloud.fault import LatencyFaultTolerance, select_queue
 from mqcloud.message import Message, MessageView, SendReceipt, generate_message_id
+from mqcloud.route import TopicRoute
 
 __all__ = ("AsyncProducer", "Producer", "Transaction", "TransactionChecker", "TransactionResolution")
 
@@ -238,6 +240,20 @@ class AsyncProducer(BaseClient):
             return str(resp.message_id)
         raise refused or ForbiddenError(f"topic {topic} has no writable queue", 40300)
 
+    def _queues_for(self, topic: str, route: TopicRoute, msg_type: int) -> list[pb.MessageQueue]:
+        """The route's writable queues that accept ``msg_type``; a clear error when there are none."""
+        queues = route.writable()
+        if self.validate_message_type:
+            typed = [q for q in queues if not q.accept_message_types or msg_type in q.accept_message_types]
+            if queues and not typed:
+                raise BadRequestError(
+                    f"topic {topic} does not accept {pb.MessageType.Name(msg_type)} messages", 40014
+                )
+            queues = typed
+        if not queues:
+            raise ForbiddenError(f"topic {topic} has no writable queue", 40300)
+        return queues
+
     async def _send(self, messages: list[Message], transaction: Transaction | None) -> list[SendReceipt]:
         if not messages:
             return []
@@ -258,17 +274,7 @@ class AsyncProducer(BaseClient):
                     f"message body is {len(m.body)} bytes, the maximum is {self.max_body_size}", 41301
                 )
 
-        route = await self._route(topic)
-        queues = route.writable()
-        if self.validate_message_type:
-            typed = [q for q in queues if not q.accept_message_types or msg_type in q.accept_message_types]
-            if queues and not typed:
-                raise BadRequestError(
-                    f"topic {topic} does not accept {pb.MessageType.Name(msg_type)} messages", 40014
-                )
-            queues = typed
-        if not queues:
-            raise ForbiddenError(f"topic {topic} has no writable queue", 40300)
+        queues = self._queues_for(topic, await self._route(topic), msg_type)
         ids = [generate_message_id() for _ in messages]
         group = messages[0].message_group
         avoid: str | None = None
@@ -301,6 +307,11 @@ class AsyncProducer(BaseClient):
                     raise
                 avoid = queue.broker.name
                 await asyncio.sleep(self.backoff.delay(attempt))
+                # The queue's broker may have failed over (HA: a replica became the master):
+                # ask the access point again rather than wait for the periodic route refresh.
+                with contextlib.suppress(MQClientError):
+                    queues = self._queues_for(topic, await self.routes.fetch(topic), msg_type)
+                    await self._ensure_sessions({endpoint_of(q) for q in queues})
                 continue
             self.fault.update(ep, (time.monotonic() - t0) * 1000)
             return [

@@ -48,10 +48,20 @@ class FakeRpc:
 
 
 class FakeRoutes:
+    """``get`` answers the cached route; ``fetch`` (a fresh QueryRoute) answers ``fresh`` when set."""
+
     def __init__(self, route: TopicRoute) -> None:
         self.route = route
+        self.fresh: TopicRoute | None = None
+        self.fetches = 0
 
     async def get(self, topic: str) -> TopicRoute:
+        return self.route
+
+    async def fetch(self, topic: str) -> TopicRoute:
+        self.fetches += 1
+        if self.fresh is not None:
+            self.route = self.fresh
         return self.route
 
 
@@ -111,3 +121,25 @@ async def test_fifo_messages_stick_to_their_queue() -> None:
     p = _producer(rpc)
     endpoints = {(await p.send(Message("t", b"x", message_group="g1"))).endpoint for _ in range(5)}
     assert len(endpoints) == 1
+
+
+async def test_a_failed_over_master_is_found_by_asking_for_the_route_again() -> None:
+    """HA: the only broker group's master dies; its replica is promoted and the access point's
+    route names it. The retry goes there at once, not after the periodic route refresh."""
+    from mqcloud.errors import error_for_code
+
+    rpc = FakeRpc({"10.0.0.1:1"}, error_for_code(pb.Code.HA_NOT_AVAILABLE, "this node is a replica"))
+    p = AsyncProducer(ClientConfig("127.0.0.1:1"), max_attempts=3)
+    routes = FakeRoutes(TopicRoute("t", [_queue("g", "10.0.0.1", 0)]))
+    routes.fresh = TopicRoute("t", [_queue("g", "10.0.0.3", 0)])
+    p._rpc = rpc  # type: ignore[assignment]
+    p._routes = routes  # type: ignore[assignment]
+    p._started = True
+
+    async def no_sessions(endpoints: Any) -> None:
+        return None
+
+    p._ensure_sessions = no_sessions  # type: ignore[method-assign]
+    r = await p.send(Message("t", b"x"))
+    assert r.endpoint == "10.0.0.3:1"
+    assert rpc.calls == ["10.0.0.1:1", "10.0.0.3:1"] and routes.fetches == 1
