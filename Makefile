@@ -6,8 +6,9 @@ UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 DATA_DIR ?= .data
 CLUSTER_DIR ?= .cluster
 PYTEST_ARGS ?=
+SOAK_DURATION ?= 30m
 
-.PHONY: help uv venv run test test-fast lint format proto bench clean cluster-up cluster-down
+.PHONY: help uv venv run test test-fast lint format proto bench soak clean cluster-up cluster-down
 
 help:
 	@echo "make run        set up and start the standalone stack (control plane :8000, Celery, broker :8081)"
@@ -17,6 +18,7 @@ help:
 	@echo "make proto      regenerate gRPC stubs from proto/ into mqcloud/"
 	@echo "make bench      run the benchmark harnesses in bench/"
 	@echo "make cluster-up the production topology as processes on loopback (cluster-down stops it)"
+	@echo "make soak       load + random SIGKILL/SIGSTOP on that topology for SOAK_DURATION (30m); docs/reliability.md"
 
 uv:
 	@command -v uv >/dev/null 2>&1 || [ -x "$(HOME)/.local/bin/uv" ] || { \
@@ -50,6 +52,9 @@ proto: venv
 bench: venv
 	@mkdir -p bench/results
 	@for b in bench/*_bench.py; do echo "== $$b"; $(UV) run python $$b --quick --json bench/results/$$(basename $$b .py).json || exit 1; done
+
+soak: venv
+	$(UV) run python scripts/soak.py --duration $(SOAK_DURATION) --report docs/reliability.md
 
 cluster-up: venv
 	$(UV) run python scripts/cluster_local.py up --state-dir $(CLUSTER_DIR)

@@ -60,6 +60,8 @@ class Topology:
     web_workers: int = 2
     celery_concurrency: int = 2
     segment_bytes: int = SEGMENT_BYTES
+    # More [broker] settings for every node's TOML file (the soak offloads to S3 within minutes).
+    broker_settings: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -308,6 +310,7 @@ def write_broker_config(
             "tier_region": "us-east-1",
             "tier_access_key_id": "local",
         }
+    settings |= topology.broker_settings
     path = cluster.root / "config" / f"{name}.toml"
     lines = ["[broker]"] + [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
     path.write_text("\n".join(lines) + "\n")

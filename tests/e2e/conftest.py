@@ -136,8 +136,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         broker.kill()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Module scope, not session: Playwright's sync API keeps an asyncio loop marked as running in
+    the main thread while it is open, and pytest-asyncio tests run later in the session fail with
+    "Cannot run the event loop while another loop is running"."""
     if not Path(CHROMIUM).exists():
         _install_chromium()
     from playwright.sync_api import sync_playwright
