@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import random
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -38,7 +36,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts.cluster_local import (  # noqa: E402
+from scripts.cluster_local import (
     BIN,
     REPO,
     Cluster,
@@ -341,7 +339,8 @@ class SoakResult:
 
     def table(self) -> str:
         rows = [
-            "| tenant | send attempts | acknowledged | received (unique) | missing | corrupt | duplicates | send errors |",
+            "| tenant | send attempts | acknowledged | received (unique) | missing | corrupt "
+            "| duplicates | send errors |",
             "|---|---:|---:|---:|---:|---:|---:|---|",
         ]
         for t in self.tenants:
