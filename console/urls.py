@@ -10,6 +10,7 @@ from django.urls import URLPattern, path
 from console.views import (
     acls,
     audit,
+    billing,
     consumers,
     groups,
     home,
@@ -80,6 +81,7 @@ urlpatterns = [
     path("t/<slug:namespace>/members/<str:pk>/remove/", members.member_remove, name="member-remove"),
     path("t/<slug:namespace>/settings/", members.tenant_settings, name="tenant-settings"),
     path("t/<slug:namespace>/audit/", audit.tenant_audit, name="tenant-audit"),
+    path("t/<slug:namespace>/billing/", billing.billing, name="billing"),
     # operator pages
     path("platform/", platform.platform_home, name="platform"),
     path("platform/tenants/", platform.tenant_list, name="platform-tenants"),
@@ -91,4 +93,5 @@ urlpatterns = [
     *_platform_crud("broker-groups", "brokergroup"),
     *_platform_crud("nodes", "node"),
     path("platform/audit/", audit.platform_audit, name="platform-audit"),
+    path("platform/jobs/", billing.job_runs, name="platform-jobs"),
 ]

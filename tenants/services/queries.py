@@ -6,6 +6,7 @@ Only reads live here; every change goes through the other service modules.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date, timedelta
 from typing import Any, TypeVar
 
 from django.contrib.auth import get_user_model
@@ -20,11 +21,15 @@ from tenants.models import (
     BrokerGroup,
     BrokerNode,
     ConsumerGroup,
+    Invoice,
+    JobRun,
+    LagDaily,
     Membership,
     Plan,
     Quota,
     Tenant,
     Topic,
+    UsageDaily,
 )
 from tenants.services.limits import effective_limits
 
@@ -34,6 +39,10 @@ __all__ = (
     "access_keys",
     "acl_policies",
     "audit_events",
+    "invoices",
+    "job_runs",
+    "lag_days",
+    "usage_days",
     "broker_clusters",
     "broker_groups",
     "broker_nodes",
@@ -236,3 +245,30 @@ def platform_counts() -> dict[str, int]:
         "topics": Topic.objects.count(),
         "groups": ConsumerGroup.objects.count(),
     }
+
+
+def usage_days(tenant: Tenant, days: int = 31, today: date | None = None) -> list[UsageDaily]:
+    """The tenant's billed usage per day over the last ``days`` days, oldest first."""
+    since = (today or date.today()) - timedelta(days=days)
+    return list(UsageDaily.objects.filter(tenant=tenant, date__gt=since).order_by("date"))
+
+
+def lag_days(tenant: Tenant, days: int = 14, today: date | None = None) -> QuerySet[LagDaily, Any]:
+    """The nightly lag report's rows of the tenant's groups, newest day first."""
+    since = (today or date.today()) - timedelta(days=days)
+    return LagDaily.objects.filter(tenant=tenant, date__gt=since).order_by("-date", "group_name")
+
+
+def invoices(tenant: Tenant) -> QuerySet[Invoice, Any]:
+    """The tenant's invoices with their lines, newest first."""
+    return Invoice.objects.filter(tenant=tenant).prefetch_related("lines").order_by("-period_start")
+
+
+def job_runs(job: str = "", status: str = "") -> QuerySet[JobRun, Any]:
+    """Analytics job runs, newest first, optionally of one job or status."""
+    runs = JobRun.objects.order_by("-started")
+    if job:
+        runs = runs.filter(job=job)
+    if status:
+        runs = runs.filter(status=status)
+    return runs

@@ -88,6 +88,7 @@ PAGES: list[tuple[str, set[str]]] = [
     ("/t/acme/members/{viewer}/remove/", MANAGE),
     ("/t/acme/settings/", MEMBERS),
     ("/t/acme/audit/", MEMBERS),
+    ("/t/acme/billing/", MEMBERS),
 ]
 
 PLATFORM_PAGES = [
@@ -109,6 +110,7 @@ PLATFORM_PAGES = [
     "/platform/nodes/{node}/edit/",
     "/platform/nodes/{node}/delete/",
     "/platform/audit/",
+    "/platform/jobs/",
 ]
 
 
