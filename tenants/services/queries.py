@@ -39,16 +39,15 @@ __all__ = (
     "access_keys",
     "acl_policies",
     "audit_events",
-    "invoices",
-    "job_runs",
-    "lag_days",
-    "usage_days",
     "broker_clusters",
     "broker_groups",
     "broker_nodes",
     "consumer_groups",
     "find_user",
     "fresh_tenant",
+    "invoices",
+    "job_runs",
+    "lag_days",
     "members",
     "owned",
     "plans",
@@ -59,6 +58,7 @@ __all__ = (
     "tenant_usage",
     "tenants_overview",
     "topics",
+    "usage_days",
 )
 
 M = TypeVar("M", bound=Model)
