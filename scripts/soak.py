@@ -34,9 +34,8 @@ from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from scripts.cluster_local import (
+# Run as a script: its own directory is on sys.path (cluster_local.py is its neighbour).
+from cluster_local import (
     BIN,
     REPO,
     Cluster,
