@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
@@ -120,6 +121,20 @@ def test_sync_flush_concurrent_writers_dense_offsets(make_store: StoreFactory) -
     for t in threads:
         t.join()
     assert sorted(offsets) == list(range(160))
+
+
+async def test_group_commit_shares_one_fsync_among_concurrent_writers(make_store: StoreFactory) -> None:
+    store = make_store(flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    service = store._flush
+    before = service.fsync_count
+    results = await asyncio.gather(*(store.put_messages_async([msg(body=b"g" * 100)]) for _ in range(64)))
+    assert all(r.status is PutMessageStatus.PUT_OK for r in results)
+    # every writer was acknowledged only once durable ...
+    end = max(r.entries[0].physical_offset + r.entries[0].size for r in results)
+    assert store.commit_log.flushed_offset >= end
+    # ... and the 64 of them shared a few fsyncs instead of one each
+    fsyncs = service.fsync_count - before
+    assert 1 <= fsyncs <= 16, fsyncs
 
 
 async def test_put_messages_async_sync_flush(make_store: StoreFactory) -> None:
