@@ -114,6 +114,6 @@ def heartbeat(broker: Broker, request: svc.HeartbeatRequest, header_ns: str, cli
     session.client_type = request.client_type
     if request.HasField("group") and request.group.name:
         try:
-            session.group = resolve(request.group, header_ns, kind="group")[1]
+            session.namespace, session.group = resolve(request.group, header_ns, kind="group")
         except Exception:  # noqa: BLE001 - a heartbeat is always OK; a bad group is just not recorded
             pass

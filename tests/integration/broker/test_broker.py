@@ -300,3 +300,43 @@ def test_sigterm_exits_zero_during_long_poll(broker: BrokerProcess, admin: Broke
     started = time.monotonic()
     assert broker.stop(signal.SIGTERM) == 0
     assert time.monotonic() - started < 10
+
+
+def test_forward_to_dead_letter_queue_and_client_termination(
+    broker: BrokerProcess, admin: BrokerAdminClient, v2: V2
+) -> None:
+    """What a PushConsumer does when its listener gives up on a message, and when it shuts down."""
+    from mqcloud.admin_messages import MessageAdminClient
+
+    _setup(admin, queues=1)
+    # a consumer announces itself with a heartbeat and is listed with its client id
+    heartbeat = svc.HeartbeatRequest(group=v2.res("g1"), client_type=pb.ClientType.PUSH_CONSUMER)
+    assert v2.stub.Heartbeat(heartbeat, metadata=v2.md, timeout=10).status.code == pb.Code.OK
+    assert v2.client_id in {c.client_id for c in admin.list_clients("acme")}
+
+    sent = v2.send("orders", b"poison").entries[0].message_id
+    [msg] = messages(v2.receive("g1", "orders", invisible_s=2))
+    forward = svc.ForwardMessageToDeadLetterQueueRequest(
+        group=v2.res("g1"),
+        topic=v2.res("orders"),
+        receipt_handle=msg.system_properties.receipt_handle,
+        message_id=sent,
+        delivery_attempt=1,
+        max_delivery_attempts=16,
+    )
+    answer = v2.stub.ForwardMessageToDeadLetterQueue(forward, metadata=v2.md, timeout=10)
+    assert answer.status.code == pb.Code.OK, answer.status.message
+    # it is in the group's DLQ, and never redelivered (not even after its invisible time)
+    with MessageAdminClient(broker.target) as messages_admin:
+        dead = messages_admin.list_dead_letters("acme%g1")
+    assert [(d.message_id, d.body) for d in dead] == [(sent, b"poison")]
+    assert messages(v2.receive("g1", "orders", poll_s=4)) == []
+    # the handle is used up: forwarding it again is refused, the DLQ keeps one copy
+    again = v2.stub.ForwardMessageToDeadLetterQueue(forward, metadata=v2.md, timeout=10)
+    assert again.status.code == pb.Code.INVALID_RECEIPT_HANDLE
+    assert admin.topic_stats("%DLQ%acme%g1").queues[0].max_offset == 1
+
+    # a terminating client is forgotten at once
+    bye = svc.NotifyClientTerminationRequest(group=v2.res("g1"))
+    assert v2.stub.NotifyClientTermination(bye, metadata=v2.md, timeout=10).status.code == pb.Code.OK
+    assert v2.client_id not in {c.client_id for c in admin.list_clients("acme")}
