@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -157,3 +158,18 @@ def test_second_process_locked_out(make_store: StoreFactory) -> None:
     store = make_store()
     with pytest.raises(StoreLockedError):
         MessageStore(store.config).start()
+
+
+def test_segments_are_named_by_start_offset_and_zero_filled(make_store: StoreFactory, tmp_path: Path) -> None:
+    store = make_store()
+    size = store.config.mapped_file_size_commit_log
+    ends = []
+    while len(ends) < 2 or ends[-1] <= size:  # into the second segment
+        entry = store.put_messages([msg(body=b"z" * 700)]).entries[0]
+        ends.append(entry.physical_offset + entry.size)
+    files = sorted((tmp_path / "store" / "commitlog").iterdir())
+    assert [f.name for f in files] == [f"{0:020d}", f"{size:020d}"]
+    # the whole segment exists from the start, zeroes past what was written
+    second = files[1].read_bytes()
+    assert len(second) == size
+    assert second[ends[-1] - size :] == bytes(size - (ends[-1] - size))
