@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import os
 import random
 import signal
@@ -53,6 +54,9 @@ __all__ = ("Fault", "SoakResult", "main", "run_soak")
 MEMORY_SLACK_BYTES = 128 << 20
 WARMUP_S = 30.0
 PAYLOAD_BYTES = 256
+# A node-by-node upgrade keeps the group available: a producer may wait for one failover of the
+# master (the controller's master timeout plus a route refresh), never longer.
+UPGRADE_MAX_ACK_GAP_S = 15.0
 
 
 def parse_duration(text: str) -> float:
@@ -98,6 +102,7 @@ class TenantLoad:
     group: str
     rate: float
     acked: dict[int, bytes] = field(default_factory=dict)
+    ack_times: list[float] = field(default_factory=list)
     received: dict[int, int] = field(default_factory=dict)
     mismatched: int = 0
     corrupt: int = 0
@@ -127,6 +132,12 @@ class TenantLoad:
         return sorted(seq for seq in self.acked if seq not in self.received)
 
     @property
+    def longest_ack_gap_s(self) -> float:
+        """The longest time between two SEND_OKs: how long producing was unavailable."""
+        times = self.ack_times
+        return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
+
+    @property
     def duplicates(self) -> int:
         return sum(n - 1 for n in self.received.values() if n > 1)
 
@@ -145,6 +156,7 @@ class TenantLoad:
                 self.attempts += 1
                 producer.send(Message(self.topic, body), timeout=30)
                 self.acked[seq] = body
+                self.ack_times.append(time.monotonic())
             except (MQClientError, TimeoutError, OSError) as exc:
                 name = type(exc).__name__
                 self.send_errors[name] = self.send_errors.get(name, 0) + 1
@@ -242,30 +254,46 @@ class Processes:
         return None
 
 
-def healthy(state: dict[str, Any], copies: int) -> bool:
-    """A writable master with ``copies`` nodes in its SyncStateSet."""
+def _node_status(state: dict[str, Any], endpoint: str) -> Any:
+    """One broker's HA view (``GetClusterStatus().node``), or None when it does not answer."""
     import grpc
 
     from mqcloud.admin.v1 import cluster_pb2, cluster_pb2_grpc
 
-    for members in state["broker_groups"].values():
-        for member in members:
-            with grpc.insecure_channel(member["endpoint"]) as channel:
-                try:
-                    node = (
-                        cluster_pb2_grpc.ClusterAdminStub(channel)
-                        .GetClusterStatus(
-                            cluster_pb2.GetClusterStatusRequest(),
-                            metadata=[("authorization", f"Bearer {state['admin_token']}")],
-                            timeout=2,
-                        )
-                        .node
-                    )
-                except grpc.RpcError:
-                    continue
-            if node.role == "MASTER" and node.writable and len(node.sync_state_set) >= copies:
-                return True
-    return False
+    with grpc.insecure_channel(endpoint) as channel:
+        try:
+            return (
+                cluster_pb2_grpc.ClusterAdminStub(channel)
+                .GetClusterStatus(
+                    cluster_pb2.GetClusterStatusRequest(),
+                    metadata=[("authorization", f"Bearer {state['admin_token']}")],
+                    timeout=2,
+                )
+                .node
+            )
+        except grpc.RpcError:
+            return None
+
+
+def _writable_masters(state: dict[str, Any]) -> list[tuple[str, Any]]:
+    return [
+        (member["name"], node)
+        for members in state["broker_groups"].values()
+        for member in members
+        if (node := _node_status(state, member["endpoint"])) is not None
+        and node.role == "MASTER"
+        and node.writable
+    ]
+
+
+def healthy(state: dict[str, Any], copies: int) -> bool:
+    """A writable master with ``copies`` nodes in its SyncStateSet."""
+    return any(len(node.sync_state_set) >= copies for _, node in _writable_masters(state))
+
+
+def master_name(state: dict[str, Any]) -> str | None:
+    masters = _writable_masters(state)
+    return masters[0][0] if masters else None
 
 
 def wait_healthy(state: dict[str, Any], copies: int, timeout: float) -> float | None:
@@ -319,6 +347,47 @@ class FaultInjector(threading.Thread):
             fault.recovered_s = None if recovered is None else round(down + recovered, 1)
 
 
+class RollingRestart(threading.Thread):
+    """An upgrade, node by node: after ``interval`` s, each broker in turn is stopped gracefully
+    (SIGTERM), started again on the same data and config, and rejoins the SyncStateSet before the
+    next one goes. Same interface as :class:`FaultInjector`."""
+
+    def __init__(self, procs: Processes, state: dict[str, Any], interval: float, t0: float) -> None:
+        super().__init__(name="soak-upgrade", daemon=True)
+        self.procs = procs
+        self.state = state
+        self.interval = interval
+        self.t0 = t0
+        self.faults: list[Fault] = []
+        self._halt = threading.Event()
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(600)
+
+    def run(self) -> None:
+        if self._halt.wait(self.interval):
+            return
+        # Replicas first, the master last: one failover for the whole upgrade.
+        master = master_name(self.state)
+        for node in sorted(self.procs.brokers(), key=lambda name: name == master):
+            started = time.monotonic()
+            fault = Fault(round(started - self.t0, 1), node, "SIGTERM+restart", 0.0)
+            self.faults.append(fault)
+            pid = self.procs.pid(node)
+            print(f"soak: t={fault.at_s:.0f}s upgrading {node} (pid {pid})", flush=True)
+            _signal(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 60
+            while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            fault.down_s = round(time.monotonic() - started, 1)
+            self.procs.restart(node)
+            recovered = wait_healthy(self.state, 3, 120)
+            fault.recovered_s = None if recovered is None else round(time.monotonic() - started, 1)
+            if recovered is None:
+                return
+
+
 #
 # The run
 #
@@ -331,23 +400,37 @@ class SoakResult:
     faults: list[Fault]
     memory: dict[str, tuple[int, int, int]]  # node -> (after warm-up, end, max) bytes
     memory_growing: list[str]
+    # Rolling restart: the longest a producer may go without a SEND_OK (None: not checked).
+    max_ack_gap_s: float | None = None
+
+    @property
+    def available(self) -> bool:
+        limit = self.max_ack_gap_s
+        return limit is None or all(t.longest_ack_gap_s <= limit for t in self.tenants)
 
     @property
     def ok(self) -> bool:
         lost = any(t.missing or t.corrupt or t.mismatched for t in self.tenants)
-        return not lost and not self.memory_growing and all(t.acked for t in self.tenants)
+        recovered = all(f.recovered_s is not None for f in self.faults)
+        return (
+            not lost
+            and not self.memory_growing
+            and all(t.acked for t in self.tenants)
+            and self.available
+            and recovered
+        )
 
     def table(self) -> str:
         rows = [
             "| tenant | send attempts | acknowledged | received (unique) | missing | corrupt "
-            "| duplicates | send errors |",
-            "|---|---:|---:|---:|---:|---:|---:|---|",
+            "| duplicates | longest gap between SEND_OKs (s) | send errors |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for t in self.tenants:
             errors = ", ".join(f"{k} {v}" for k, v in sorted(t.send_errors.items())) or "-"
             rows.append(
                 f"| {t.namespace} | {t.attempts} | {len(t.acked)} | {len(t.received)} | {len(t.missing)} "
-                f"| {t.corrupt + t.mismatched} | {t.duplicates} | {errors} |"
+                f"| {t.corrupt + t.mismatched} | {t.duplicates} | {t.longest_ack_gap_s:.1f} | {errors} |"
             )
         rows += [
             "",
@@ -369,7 +452,14 @@ class SoakResult:
             "",
             f"**{verdict}**: every acknowledged message received byte for byte: "
             f"{not any(t.missing or t.corrupt or t.mismatched for t in self.tenants)}; "
-            f"brokers with growing memory: {', '.join(self.memory_growing) or 'none'}.",
+            f"brokers with growing memory: {', '.join(self.memory_growing) or 'none'}; "
+            f"every fault recovered from: {all(f.recovered_s is not None for f in self.faults)}"
+            + (
+                f"; producers never without a SEND_OK for more than {self.max_ack_gap_s:.0f} s: "
+                f"{self.available}."
+                if self.max_ack_gap_s is not None
+                else "."
+            ),
         ]
         return "\n".join(rows)
 
@@ -410,7 +500,13 @@ def provision(state: dict[str, Any], tenants: int, rate: float) -> list[TenantLo
 
 
 def run_soak(
-    root: Path, duration_s: float, fault_interval_s: float, tenants: int, rate: float, seed: int
+    root: Path,
+    duration_s: float,
+    fault_interval_s: float,
+    tenants: int,
+    rate: float,
+    seed: int,
+    rolling_restart: bool = False,
 ) -> SoakResult:
     topology = Topology(
         groups=("broker-a",),
@@ -437,7 +533,11 @@ def run_soak(
         t0 = time.monotonic()
         for load in loads:
             load.start()
-        injector = FaultInjector(procs, state, fault_interval_s, seed, t0)
+        injector: FaultInjector | RollingRestart = (
+            RollingRestart(procs, state, fault_interval_s, t0)
+            if rolling_restart
+            else FaultInjector(procs, state, fault_interval_s, seed, t0)
+        )
         injector.start()
         memory: dict[str, list[tuple[float, int, int]]] = {}  # node -> (t, pid, rss)
         while time.monotonic() - t0 < duration_s:
@@ -458,7 +558,8 @@ def run_soak(
         for load in loads:
             load.stop_consuming()
         summary, growing = _memory_summary(memory, t0)
-        return SoakResult(time.monotonic() - t0, loads, injector.faults, summary, growing)
+        gap = UPGRADE_MAX_ACK_GAP_S if rolling_restart else None
+        return SoakResult(time.monotonic() - t0, loads, injector.faults, summary, growing, gap)
     finally:
         cluster_down(root, keep=os.environ.get("MQ_SOAK_KEEP") == "1")
 
@@ -508,10 +609,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=int(time.time()))
     parser.add_argument("--state-dir", type=Path, default=REPO / ".soak")
     parser.add_argument("--report", type=Path, help="write the summary page here (docs/reliability.md)")
+    parser.add_argument(
+        "--rolling-restart",
+        action="store_true",
+        help="instead of faults: upgrade the broker group node by node (SIGTERM, restart, rejoin) "
+        "after --fault-interval, and check producers stayed available",
+    )
     args = parser.parse_args(argv)
     duration, interval = parse_duration(args.duration), parse_duration(args.fault_interval)
     print(f"soak: {duration:.0f}s of load, a fault every {interval:.0f}s, seed {args.seed}", flush=True)
-    result = run_soak(args.state_dir, duration, interval, args.tenants, args.rate, args.seed)
+    result = run_soak(
+        args.state_dir, duration, interval, args.tenants, args.rate, args.seed, args.rolling_restart
+    )
     print(result.table(), flush=True)
     if args.report is not None:
         command = "python scripts/soak.py " + " ".join(argv if argv is not None else sys.argv[1:])
