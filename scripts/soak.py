@@ -41,6 +41,7 @@ from cluster_local import (
     REPO,
     Cluster,
     Topology,
+    _alive,
     _signal,
     cluster_down,
     cluster_up,
@@ -291,6 +292,31 @@ def healthy(state: dict[str, Any], copies: int) -> bool:
     return any(len(node.sync_state_set) >= copies for _, node in _writable_masters(state))
 
 
+def rejoined(state: dict[str, Any], name: str) -> bool:
+    """The node ``name`` runs again: as a replica that the master counts in sync (a new connection:
+    the master dropped it when the old one went away), or as the writable master when it came back
+    before the controller's master timeout and kept its role."""
+    endpoint = next(m["endpoint"] for ms in state["broker_groups"].values() for m in ms if m["name"] == name)
+    own = _node_status(state, endpoint)
+    if own is None or own.role not in ("MASTER", "REPLICA"):
+        return False
+    if own.role == "MASTER":  # back before the controller's master timeout: still the master
+        return bool(own.writable)
+    return any(
+        r.node == name and r.in_sync for _, master in _writable_masters(state) for r in master.replicas
+    )
+
+
+def wait_rejoined(state: dict[str, Any], name: str, timeout: float) -> float | None:
+    """Seconds until ``name`` rejoined and the group is whole again, or None after ``timeout``."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if rejoined(state, name) and healthy(state, 3):
+            return time.monotonic() - start
+        time.sleep(0.5)
+    return None
+
+
 def master_name(state: dict[str, Any]) -> str | None:
     masters = _writable_masters(state)
     return masters[0][0] if masters else None
@@ -343,7 +369,10 @@ class FaultInjector(threading.Thread):
                 time.sleep(down)
                 _signal(pid, signal.SIGCONT)
             # recovered: the master has every node (the restarted one too) in its SyncStateSet
-            recovered = wait_healthy(self.state, 3, 120)
+            if target.startswith("broker-"):
+                recovered = wait_rejoined(self.state, target, 120)
+            else:
+                recovered = wait_healthy(self.state, 3, 120)
             fault.recovered_s = None if recovered is None else round(down + recovered, 1)
 
 
@@ -378,11 +407,11 @@ class RollingRestart(threading.Thread):
             print(f"soak: t={fault.at_s:.0f}s upgrading {node} (pid {pid})", flush=True)
             _signal(pid, signal.SIGTERM)
             deadline = time.monotonic() + 60
-            while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            while _alive(pid) and time.monotonic() < deadline:  # a zombie child has exited
                 time.sleep(0.1)
             fault.down_s = round(time.monotonic() - started, 1)
             self.procs.restart(node)
-            recovered = wait_healthy(self.state, 3, 120)
+            recovered = wait_rejoined(self.state, node, 120)
             fault.recovered_s = None if recovered is None else round(time.monotonic() - started, 1)
             if recovered is None:
                 return
