@@ -310,8 +310,9 @@ class AsyncProducer(BaseClient):
                 # The queue's broker may have failed over (HA: a replica became the master):
                 # ask the access point again rather than wait for the periodic route refresh.
                 with contextlib.suppress(MQClientError):
-                    queues = self._queues_for(topic, await self.routes.fetch(topic), msg_type)
-                    await self._ensure_sessions({endpoint_of(q) for q in queues})
+                    fresh = await self.routes.fetch(topic)
+                    await self._ensure_sessions(fresh.endpoints())
+                    queues = self._queues_for(topic, fresh, msg_type)
                 continue
             self.fault.update(ep, (time.monotonic() - t0) * 1000)
             return [

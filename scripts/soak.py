@@ -245,14 +245,16 @@ class Processes:
             config = self.root / "config" / f"{name}.toml"
             self.cluster.spawn(name, [str(BIN / "mqctl"), "broker", "start", "--config", str(config)], env)
 
-    def rss(self, name: str) -> int | None:
-        try:
-            for line in Path(f"/proc/{self.pid(name)}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
-            return None
+
+def rss_bytes(pid: int) -> int | None:
+    """Resident memory of a process, or None when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
         return None
+    return None
 
 
 def _node_status(state: dict[str, Any], endpoint: str) -> Any:
@@ -572,9 +574,10 @@ def run_soak(
         while time.monotonic() - t0 < duration_s:
             time.sleep(5)
             for node in procs.brokers():
-                rss = procs.rss(node)
+                pid = procs.pid(node)
+                rss = rss_bytes(pid)
                 if rss is not None:
-                    memory.setdefault(node, []).append((time.monotonic(), procs.pid(node), rss))
+                    memory.setdefault(node, []).append((time.monotonic(), pid, rss))
         injector.stop()
         for load in loads:
             load.stop_producing()
