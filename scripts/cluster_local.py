@@ -20,6 +20,7 @@ import argparse
 import base64
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -126,9 +127,17 @@ class Cluster:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port below the ephemeral range, so no outgoing connection takes it before a node that
+    restarts on it binds again."""
+    for _ in range(1000):
+        port = random.randint(10000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port in 10000-32000")
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
