@@ -79,7 +79,29 @@ def _show(rows: list[dict[str, Any]], columns: tuple[str, ...], title: str | Non
 def _dicts(messages: Any) -> list[dict[str, Any]]:
     from mqcloud.admin_client import to_dict
 
-    return [to_dict(m) for m in messages]
+    return [_numbers(m, to_dict(m)) for m in messages]
+
+
+def _numbers(message: Any, data: dict[str, Any]) -> dict[str, Any]:
+    """64-bit integers as JSON numbers: proto3's JSON mapping writes them as strings, and a script
+    comparing ``.lag_ms > 1000`` in jq would compare a string with a number."""
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    wide = {F.TYPE_INT64, F.TYPE_UINT64, F.TYPE_SINT64, F.TYPE_FIXED64, F.TYPE_SFIXED64}
+    for field in message.DESCRIPTOR.fields:
+        value = data.get(field.name)
+        if value is None:
+            continue
+        repeated = field.is_repeated
+        if field.type in wide:
+            data[field.name] = [int(v) for v in value] if repeated else int(value)
+        elif field.message_type is not None and not field.message_type.GetOptions().map_entry:
+            nested = getattr(message, field.name)
+            if repeated:
+                data[field.name] = [_numbers(m, d) for m, d in zip(nested, value, strict=True)]
+            else:
+                data[field.name] = _numbers(nested, value)
+    return data
 
 
 Name = Annotated[str, typer.Argument(help="Qualified name ns%name (or bare name with --namespace)")]
