@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ("BrokerSettings", "load_settings")
@@ -69,6 +69,10 @@ class BrokerSettings(BaseSettings):
     ha_node: str = ""
     ha_listen: str = "127.0.0.1:10912"
     ha_advertise: str = ""
+    # Shared secret of the broker group's replication port (docs/ha.md): replicas and master prove
+    # it to each other (HMAC challenge-response). Unset: derived from admin_token; in development
+    # mode without either, a fixed development key.
+    ha_secret: SecretStr | None = None
     # Copies (master included) that must hold a message before SEND_OK; per topic only where stricter.
     min_in_sync_replicas: int = Field(default=1, ge=1)
     min_in_sync_replicas_per_topic: dict[str, int] = Field(default_factory=dict)
@@ -116,6 +120,15 @@ class BrokerSettings(BaseSettings):
     lag_sample_s: float = Field(default=30.0, gt=0)
     storage_sample_s: float = Field(default=3600.0, gt=0)
     storage_scan_s: float = Field(default=5.0, gt=0)
+
+    @model_validator(mode="after")
+    def _replication_secret(self) -> BrokerSettings:
+        if self.controller.strip() and not (self.ha_secret or self.admin_token or self.dev_mode):
+            raise ValueError(
+                "HA (controller is set) needs a replication secret: set MQ_BROKER_HA_SECRET (the same "
+                "on every node of the group) or MQ_BROKER_ADMIN_TOKEN, or use development mode (--dev)"
+            )
+        return self
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> BrokerSettings:

@@ -15,8 +15,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dataplane.errors import BrokerError
+from dataplane.ha.auth import replication_key
 from dataplane.ha.node import HANode, HANodeConfig
 from dataplane.metadata import GroupConfig, MetadataStore, TopicConfig, TopicType
+from dataplane.metrics import watch_ha
 from dataplane.store.message import MessageToStore, PutResult
 from dataplane.store.status import PutMessageStatus
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
@@ -60,6 +62,11 @@ def build_ha(broker: Broker) -> HANode | None:
         ha_listen=s.ha_listen,
         controllers=controllers,
         data_dir=s.data_dir,
+        key=replication_key(
+            s.ha_secret.get_secret_value() if s.ha_secret else None,
+            s.admin_token.get_secret_value() if s.admin_token else None,
+            s.dev_mode,
+        ),
         heartbeat_interval_s=s.ha_heartbeat_interval_ms / 1000,
         in_sync_timeout_s=s.ha_in_sync_timeout_ms / 1000,
         max_gap_bytes=s.ha_max_gap_bytes,
@@ -84,6 +91,7 @@ def build_ha(broker: Broker) -> HANode | None:
         apply_meta=lambda snap: apply_snapshot(broker.metadata, offsets, snap),
         on_promoted=promoted,
     )
+    watch_ha(node)
     if hasattr(store, "set_tier_hooks"):  # tiered storage: only a writable master offloads, and
         # only what the SyncStateSet holds (docs/tiered-storage.md)
         store.set_tier_hooks(confirmed_offset=node.confirmed_offset, is_master=node.writable)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import REGISTRY, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 __all__ = (
     "BYTES_IN",
@@ -14,7 +18,9 @@ __all__ = (
     "RPC_LATENCY",
     "TRAFFIC_IN",
     "TRAFFIC_OUT",
+    "HACollector",
     "TopicTraffic",
+    "watch_ha",
 )
 
 MESSAGES_IN = Counter("mq_broker_messages_in", "Messages stored", ["topic"])
@@ -42,3 +48,68 @@ class TopicTraffic:
 
 TRAFFIC_IN = TopicTraffic(MESSAGES_IN, BYTES_IN)
 TRAFFIC_OUT = TopicTraffic(MESSAGES_OUT, BYTES_OUT)
+
+
+#
+# Replication health (HA, docs/ha.md): read from the HA node at scrape time, so a replica that
+# disconnected disappears from the series instead of keeping its last value.
+#
+
+
+class HACollector(Collector):
+    """Role and epoch of this node; on a master, per replica: lag in bytes, confirmed offset, in sync."""
+
+    def __init__(self) -> None:
+        self.node: Any = None  # dataplane.ha.HANode
+        self.registered = False
+
+    def collect(self) -> Iterator[Metric]:
+        node = self.node
+        if node is None:
+            return
+        status = node.status()
+        group, name = status["group"], status["node"]
+        labels = ["group", "node"]
+        epoch = GaugeMetricFamily("mq_ha_epoch", "Last epoch in this node's epoch file", labels=labels)
+        epoch.add_metric([group, name], status["epoch"])
+        master = GaugeMetricFamily("mq_ha_master", "1 while this node is a writable master", labels=labels)
+        master.add_metric([group, name], 1 if status["role"] == "MASTER" and status["writable"] else 0)
+        offset = GaugeMetricFamily("mq_ha_max_offset_bytes", "CommitLog max offset", labels=labels)
+        offset.add_metric([group, name], status["max_offset"])
+        failures = GaugeMetricFamily(
+            "mq_ha_auth_failures", "Replication peers refused for failing authentication", labels=labels
+        )
+        failures.add_metric([group, name], node.service.auth_failures)
+        per_replica = ["group", "node", "replica"]
+        lag = GaugeMetricFamily(
+            "mq_ha_replica_lag_bytes",
+            "Master max offset minus the replica's confirmed offset",
+            labels=per_replica,
+        )
+        in_sync = GaugeMetricFamily(
+            "mq_ha_replica_in_sync",
+            "1 when the replica's confirmations count for SEND_OK",
+            labels=per_replica,
+        )
+        confirmed = GaugeMetricFamily(
+            "mq_ha_replica_confirmed_offset_bytes", "Replica's confirmed CommitLog offset", labels=per_replica
+        )
+        for replica in status["replicas"]:
+            key = [group, name, replica["node"]]
+            lag.add_metric(key, replica["lag_bytes"])
+            in_sync.add_metric(key, 1 if replica["in_sync"] else 0)
+            confirmed.add_metric(key, replica["confirmed_offset"])
+        yield from (epoch, master, offset, failures, lag, in_sync, confirmed)
+
+
+_HA_COLLECTOR = HACollector()
+_ha_registered = threading.Lock()
+
+
+def watch_ha(node: Any) -> None:
+    """Expose ``node``'s replication health (one HA node per process; the latest call wins)."""
+    with _ha_registered:
+        if not _HA_COLLECTOR.registered:
+            REGISTRY.register(_HA_COLLECTOR)
+            _HA_COLLECTOR.registered = True
+        _HA_COLLECTOR.node = node

@@ -1,6 +1,7 @@
 """HAClient: the replica side of replication (RocketMQ's ``AutoSwitchHAClient``).
 
-Connects to the master's replication port, says HELLO with its epoch list and max offset, truncates
+Connects to the master's replication port, answers its challenge with the group secret and checks
+the master's proof (auth.py), says HELLO with its epoch list and max offset, truncates
 its CommitLog to the consistent point the master answers (dropping a divergent tail), adopts the
 master's epoch list, then appends every DATA frame with ``MessageStore.append_raw`` (which builds
 the ConsumeQueue and IndexFile entries) and REPORTs its new max offset. META frames carry topic and
@@ -18,9 +19,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from dataplane.ha import auth
 from dataplane.ha.epoch import EpochEntry, EpochFileCache
 from dataplane.ha.framing import (
     DATA_HEADER,
+    MAX_AUTH_FRAME,
     REPORT,
     FrameError,
     FrameType,
@@ -46,8 +49,11 @@ class HAClient:
         node: str,
         master_address: str,
         apply_meta: Callable[[dict[str, Any]], None] | None = None,
+        *,
+        key: bytes,
     ) -> None:
         self.store = store
+        self.key = key
         self.epochs = epochs
         self.group = group
         self.node = node
@@ -93,6 +99,7 @@ class HAClient:
         host, _, port = self.master_address.rpartition(":")
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 3)
         self._writer = writer
+        await self._authenticate(reader, writer)
         store = self.store
         write_json(
             writer,
@@ -144,3 +151,19 @@ class HAClient:
                 raise FrameError(f"master refused: {payload.decode(errors='replace')}")
             else:
                 raise FrameError(f"unexpected {kind.name} from the master")
+
+    async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        kind, server = await asyncio.wait_for(read_frame(reader, MAX_AUTH_FRAME), 10)
+        if kind is not FrameType.CHALLENGE or len(server) != auth.NONCE_BYTES:
+            raise FrameError(f"expected a CHALLENGE, found {kind.name} of {len(server)} bytes")
+        client = auth.new_nonce()
+        proof = auth.replica_proof(self.key, self.group, server, client)
+        write_frame(writer, FrameType.AUTH, client + proof)
+        await writer.drain()
+        kind, payload = await asyncio.wait_for(read_frame(reader, MAX_AUTH_FRAME), 10)
+        if kind is FrameType.REFUSE:
+            raise FrameError(f"master refused: {payload.decode(errors='replace')}")
+        expected = auth.master_proof(self.key, self.group, server, client)
+        if kind is not FrameType.AUTH_OK or not auth.verify(expected, payload):
+            logger.warning("replication master %s failed authentication", self.master_address)
+            raise FrameError("the master did not prove the replication secret")

@@ -9,6 +9,8 @@ Every frame::
 
 Payloads by type (integers big-endian):
 
+- CHALLENGE (master -> replica, first frame), AUTH (replica -> master), AUTH_OK (master -> replica):
+  the HMAC challenge-response of ``auth.py``; nothing else is sent or applied before it succeeds.
 - HELLO (replica -> master), JSON ``{"group", "node", "epochs": [[epoch, start], ...], "max_offset"}``
 - WELCOME (master -> replica), JSON ``{"epoch", "epochs": [...], "start": offset}``: the replica
   truncates its CommitLog to ``start`` (the consistent point), adopts ``epochs`` and is streamed
@@ -19,7 +21,8 @@ Payloads by type (integers big-endian):
 - REPORT (replica -> master): OFFSET q, the replica's CommitLog max offset after appending.
 - META (master -> replica), JSON ``{"metadata": {...}, "offsets": [[group, topic, {qid: off}], ...]}``.
 
-A frame above ``MAX_FRAME`` is a protocol error (the connection closes); nothing is applied.
+A frame above ``MAX_FRAME`` (``MAX_AUTH_FRAME`` before authentication) is a protocol error (the
+connection closes); nothing is applied.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any
 __all__ = (
     "DATA_HEADER",
     "FRAME_HEADER",
+    "MAX_AUTH_FRAME",
     "MAX_FRAME",
     "REPORT",
     "FrameError",
@@ -52,6 +56,7 @@ DATA_HEADER = struct.Struct(
 )
 REPORT = struct.Struct(">q")  # OFFSET
 MAX_FRAME = 64 << 20
+MAX_AUTH_FRAME = 256  # an unauthenticated peer cannot make the master buffer more than this
 
 
 class FrameType(enum.IntEnum):
@@ -61,17 +66,20 @@ class FrameType(enum.IntEnum):
     DATA = 4
     REPORT = 5
     META = 6
+    CHALLENGE = 7
+    AUTH = 8
+    AUTH_OK = 9
 
 
 class FrameError(Exception):
     """A malformed frame or an unexpected type: the peer speaks something else."""
 
 
-async def read_frame(reader: asyncio.StreamReader) -> tuple[FrameType, bytes]:
+async def read_frame(reader: asyncio.StreamReader, max_length: int = MAX_FRAME) -> tuple[FrameType, bytes]:
     header = await reader.readexactly(FRAME_HEADER.size)
     length, kind = FRAME_HEADER.unpack(header)
-    if length > MAX_FRAME:
-        raise FrameError(f"frame of {length} bytes; the limit is {MAX_FRAME}")
+    if length > max_length:
+        raise FrameError(f"frame of {length} bytes; the limit is {max_length}")
     try:
         frame_type = FrameType(kind)
     except ValueError:

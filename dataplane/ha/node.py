@@ -45,6 +45,7 @@ class HANodeConfig:
     ha_listen: str
     controllers: list[str]
     data_dir: Path
+    key: bytes = field(repr=False)  # replication HMAC key (auth.replication_key)
     heartbeat_interval_s: float = 0.3
     in_sync_timeout_s: float = 3.0
     max_gap_bytes: int = 1 << 20
@@ -71,6 +72,7 @@ class HANode:
             store,
             self.epochs,
             config.group,
+            key=config.key,
             max_gap_bytes=config.max_gap_bytes,
             in_sync_timeout_s=config.in_sync_timeout_s,
             meta_interval_s=config.meta_interval_s,
@@ -279,6 +281,7 @@ class HANode:
             self.config.node,
             resp.master.ha_address,
             self.apply_meta,
+            key=self.config.key,
         )
         self.client.start()
         logger.warning(

@@ -1,7 +1,8 @@
 """HAService: the master side of replication (RocketMQ's ``AutoSwitchHAService``).
 
-Listens on the replication port; each replica connection (``HAConnection``) handshakes (HELLO /
-WELCOME with the consistent point), then the master streams the CommitLog from the offset the
+Listens on the replication port; each replica connection (``HAConnection``) first proves the group
+secret (auth.py: a peer that fails gets nothing and is closed), then handshakes (HELLO / WELCOME
+with the consistent point), then the master streams the CommitLog from the offset the
 replica reports and the replica reports its offset after every append (framing.py). From the
 reports the master keeps, per replica, the confirmed offset, whether it is caught up, and the
 lag samples; ``wait_replicated`` is what SendMessage awaits before SEND_OK.
@@ -24,9 +25,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from dataplane.ha import auth
 from dataplane.ha.epoch import EpochEntry, EpochFileCache, consistent_point
 from dataplane.ha.framing import (
     DATA_HEADER,
+    MAX_AUTH_FRAME,
     REPORT,
     FrameError,
     FrameType,
@@ -75,6 +78,7 @@ class HAService:
         epochs: EpochFileCache,
         group: str,
         *,
+        key: bytes,
         max_gap_bytes: int = 1 << 20,
         in_sync_timeout_s: float = 3.0,
         meta_interval_s: float = 0.2,
@@ -83,6 +87,8 @@ class HAService:
         self.store = store
         self.epochs = epochs
         self.group = group
+        self.key = key
+        self.auth_failures = 0
         self.max_gap_bytes = max_gap_bytes
         self.in_sync_timeout_s = in_sync_timeout_s
         self.meta_interval_s = meta_interval_s
@@ -206,6 +212,8 @@ class HAService:
         replica: ReplicaState | None = None
         streamer: asyncio.Task[None] | None = None
         try:
+            if not await self._authenticate(reader, writer, peer):
+                return
             kind, payload = await asyncio.wait_for(read_frame(reader), 10)
             if kind is not FrameType.HELLO:
                 raise FrameError(f"expected HELLO, found {kind.name}")
@@ -254,6 +262,38 @@ class HAService:
                 streamer.cancel()
             self._writers.discard(writer)
             writer.close()
+
+    async def _authenticate(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str
+    ) -> bool:
+        """Challenge the peer; True once it proved the secret (and got the master's proof)."""
+        server = auth.new_nonce()
+        write_frame(writer, FrameType.CHALLENGE, server)
+        await writer.drain()
+        reason = ""
+        try:
+            kind, payload = await asyncio.wait_for(read_frame(reader, MAX_AUTH_FRAME), 5)
+        except FrameError as exc:
+            kind, payload, reason = FrameType.REFUSE, b"", str(exc)
+        if not reason:
+            if kind is not FrameType.AUTH:
+                reason = f"expected AUTH, found {kind.name}"
+            elif len(payload) != auth.NONCE_BYTES + auth.PROOF_BYTES:
+                reason = f"AUTH of {len(payload)} bytes"
+            else:
+                client, proof = payload[: auth.NONCE_BYTES], payload[auth.NONCE_BYTES :]
+                if auth.verify(auth.replica_proof(self.key, self.group, server, client), proof):
+                    write_frame(
+                        writer, FrameType.AUTH_OK, auth.master_proof(self.key, self.group, server, client)
+                    )
+                    return True
+                reason = "wrong replication secret"
+        self.auth_failures += 1
+        logger.warning("replication peer %s refused: authentication failed (%s)", peer, reason)
+        write_frame(writer, FrameType.REFUSE, b"authentication failed")
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+        return False
 
     def _on_report(self, replica: ReplicaState, offset: int) -> None:
         now = time.monotonic()

@@ -18,7 +18,10 @@ from mqcloud.admin.v1 import cluster_pb2_grpc
 from tests.conftest import free_port
 from tests.integration.broker.conftest import REPO_ROOT, TEST_SEGMENT_BYTES
 
-__all__ = ("ControllerProcess", "HABroker", "HACluster")
+__all__ = ("HA_SECRET", "ControllerProcess", "HABroker", "HACluster")
+
+# Every node of a test group shares this replication secret (a test may override it per node).
+HA_SECRET = "test-replication-secret"
 
 
 class _Process:
@@ -102,6 +105,7 @@ class HABroker(_Process):
         self.controllers = controllers
         self.port = free_port()
         self.ha_port = free_port()
+        self.metrics_port = free_port()
         self.env = env or {}
 
     @property
@@ -116,12 +120,21 @@ class HABroker(_Process):
             "MQ_BROKER_HA_NODE": self.node,
             "MQ_BROKER_HA_LISTEN": f"127.0.0.1:{self.ha_port}",
             "MQ_BROKER_CONTROLLER": self.controllers,
+            "MQ_BROKER_HA_SECRET": HA_SECRET,
             **self.env,
         }
         args = ["broker", "start", "--data-dir", str(self.data_dir), "--listen", self.target]
         # Development mode like every broker of a test that is not about security: the status
         # calls below use the admin API without an operator token.
-        self._spawn([*args, "--metrics-listen", "0", "--dev"], env, timeout)
+        metrics = f"127.0.0.1:{self.metrics_port}"
+        self._spawn([*args, "--metrics-listen", metrics, "--dev"], env, timeout)
+
+    def metrics(self, timeout: float = 2.0) -> str:
+        """The Prometheus exposition text of this node."""
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=timeout) as r:
+            return str(r.read().decode())
 
     def status(self, timeout: float = 2.0) -> cl.GetClusterStatusResponse:
         with grpc.insecure_channel(self.target) as channel:

@@ -1,5 +1,6 @@
 """HAService -> HAClient over a real loopback socket, in one process: streaming, in-sync waits,
-metadata, and the truncation of a divergent tail when a node rejoins."""
+metadata, the truncation of a divergent tail when a node rejoins, and replication-port
+authentication (a peer without the group secret gets nothing)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,17 @@ from typing import Any
 
 import pytest
 
+from dataplane.ha import auth
 from dataplane.ha.client import HAClient
 from dataplane.ha.epoch import EpochEntry, EpochFileCache
+from dataplane.ha.framing import FRAME_HEADER, FrameType, read_frame, write_frame, write_json
 from dataplane.ha.service import HAService
 from dataplane.store import MessageStore
 from tests.unit.store.conftest import msg, small_config
 
 pytestmark = pytest.mark.integration
+
+KEY = auth.replication_key("group-secret", None, False)
 
 
 def _store(path: Path) -> MessageStore:
@@ -35,12 +40,18 @@ async def test_stream_wait_and_meta(tmp_path: Path) -> None:
     master, replica = _store(tmp_path / "m"), _store(tmp_path / "r")
     m_epochs = EpochFileCache(tmp_path / "m-epoch")
     m_epochs.begin_epoch(1, 0)
-    service = HAService(master, m_epochs, "g", meta_snapshot=lambda: {"x": 1}, meta_interval_s=0.05)
+    service = HAService(master, m_epochs, "g", key=KEY, meta_snapshot=lambda: {"x": 1}, meta_interval_s=0.05)
     await service.start("127.0.0.1:0")
     service.start_serving(1)
     metas: list[dict[str, Any]] = []
     client = HAClient(
-        replica, EpochFileCache(tmp_path / "r-epoch"), "g", "r1", f"127.0.0.1:{service.port}", metas.append
+        replica,
+        EpochFileCache(tmp_path / "r-epoch"),
+        "g",
+        "r1",
+        f"127.0.0.1:{service.port}",
+        metas.append,
+        key=KEY,
     )
     client.start()
     try:
@@ -89,11 +100,11 @@ async def test_rejoining_node_truncates_divergent_tail(tmp_path: Path) -> None:
     old.put_messages([msg(body=b"divergent-%d" % i) for i in range(5)])
     new_epochs.begin_epoch(2, new.max_physical_offset)
     new.put_messages([msg(body=b"epoch2-%d" % i) for i in range(3)])
-    service = HAService(new, new_epochs, "g")
+    service = HAService(new, new_epochs, "g", key=KEY)
     await service.start("127.0.0.1:0")
     service.start_serving(2)
     # when the old master follows the new one
-    client = HAClient(old, old_epochs, "g", "old", f"127.0.0.1:{service.port}")
+    client = HAClient(old, old_epochs, "g", "old", f"127.0.0.1:{service.port}", key=KEY)
     client.start()
     try:
         await _until(lambda: client.connected and old.max_physical_offset == new.max_physical_offset)
@@ -110,10 +121,10 @@ async def test_rejoining_node_truncates_divergent_tail(tmp_path: Path) -> None:
 
 async def test_not_master_refuses(tmp_path: Path) -> None:
     store = _store(tmp_path / "s")
-    service = HAService(store, EpochFileCache(tmp_path / "e"), "g")
+    service = HAService(store, EpochFileCache(tmp_path / "e"), "g", key=KEY)
     await service.start("127.0.0.1:0")
     other = _store(tmp_path / "o")
-    client = HAClient(other, EpochFileCache(tmp_path / "oe"), "g", "o", f"127.0.0.1:{service.port}")
+    client = HAClient(other, EpochFileCache(tmp_path / "oe"), "g", "o", f"127.0.0.1:{service.port}", key=KEY)
     client.start()
     try:
         await asyncio.sleep(0.3)
@@ -124,3 +135,109 @@ async def test_not_master_refuses(tmp_path: Path) -> None:
         await service.stop()
         store.shutdown()
         other.shutdown()
+
+
+async def _serving_master(tmp_path: Path) -> tuple[MessageStore, HAService]:
+    master = _store(tmp_path / "m")
+    epochs = EpochFileCache(tmp_path / "m-epoch")
+    epochs.begin_epoch(1, 0)
+    service = HAService(master, epochs, "g", key=KEY)
+    await service.start("127.0.0.1:0")
+    service.start_serving(1)
+    for i in range(5):
+        master.put_messages([msg(body=b"secret-%d" % i)])
+    return master, service
+
+
+async def _read_all(reader: asyncio.StreamReader) -> list[FrameType]:
+    kinds = []
+    with pytest.raises(asyncio.IncompleteReadError):
+        while True:
+            kind, _ = await asyncio.wait_for(read_frame(reader), 5)
+            kinds.append(kind)
+    return kinds
+
+
+async def test_raw_socket_without_the_secret_gets_nothing(tmp_path: Path) -> None:
+    master, service = await _serving_master(tmp_path)
+    try:
+        # given a peer that skips the challenge and says HELLO at once
+        reader, writer = await asyncio.open_connection("127.0.0.1", service.port)
+        write_json(writer, FrameType.HELLO, {"group": "g", "node": "x", "epochs": [], "max_offset": 0})
+        await writer.drain()
+        # then it gets the challenge, a refusal and the end of the stream: no WELCOME, DATA or META
+        assert await _read_all(reader) == [FrameType.CHALLENGE, FrameType.REFUSE]
+        writer.close()
+        # and a peer announcing a huge frame before authenticating is cut off without buffering it
+        reader, writer = await asyncio.open_connection("127.0.0.1", service.port)
+        writer.write(FRAME_HEADER.pack(50 << 20, FrameType.AUTH))
+        await writer.drain()
+        assert await _read_all(reader) == [FrameType.CHALLENGE, FrameType.REFUSE]
+        writer.close()
+        assert service.replicas == {}
+        assert service.auth_failures == 2
+    finally:
+        await service.stop()
+        master.shutdown()
+
+
+async def test_replica_with_the_wrong_secret_is_refused(tmp_path: Path) -> None:
+    master, service = await _serving_master(tmp_path)
+    replica = _store(tmp_path / "r")
+    wrong = auth.replication_key("another-secret", None, False)
+    client = HAClient(
+        replica, EpochFileCache(tmp_path / "r-epoch"), "g", "r", f"127.0.0.1:{service.port}", key=wrong
+    )
+    client.start()
+    try:
+        await _until(lambda: service.auth_failures >= 2)
+        # then it never connected and holds no byte of the master's CommitLog
+        assert not client.connected
+        assert replica.max_physical_offset == 0
+        assert service.replicas == {}
+        # and with the right secret the same replica catches up
+        await client.stop()
+        client = HAClient(
+            replica, EpochFileCache(tmp_path / "r-epoch"), "g", "r", f"127.0.0.1:{service.port}", key=KEY
+        )
+        client.start()
+        await _until(lambda: replica.max_physical_offset == master.max_physical_offset)
+        bodies = [m.body for m in replica.get_messages("ns%t", 0, 0, 10).messages]
+        assert bodies == [b"secret-%d" % i for i in range(5)]
+    finally:
+        await client.stop()
+        await service.stop()
+        master.shutdown()
+        replica.shutdown()
+
+
+async def test_replica_refuses_a_master_without_the_secret(tmp_path: Path) -> None:
+    # given a fake master that answers the replica's AUTH without knowing the secret
+    hellos: list[bytes] = []
+
+    async def fake_master(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        write_frame(writer, FrameType.CHALLENGE, auth.new_nonce())
+        await read_frame(reader)
+        write_frame(writer, FrameType.AUTH_OK, b"\0" * auth.PROOF_BYTES)
+        await writer.drain()
+        try:
+            _, payload = await asyncio.wait_for(read_frame(reader), 1)
+            hellos.append(payload)
+        except (asyncio.IncompleteReadError, TimeoutError):
+            pass
+        writer.close()
+
+    server = await asyncio.start_server(fake_master, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    replica = _store(tmp_path / "r")
+    client = HAClient(replica, EpochFileCache(tmp_path / "r-epoch"), "g", "r", f"127.0.0.1:{port}", key=KEY)
+    client.start()
+    try:
+        await asyncio.sleep(0.5)
+        # then the replica never said HELLO (nor truncated or appended anything)
+        assert hellos == []
+        assert not client.connected
+    finally:
+        await client.stop()
+        server.close()
+        replica.shutdown()

@@ -253,7 +253,7 @@ def test_ha_node_gates_offload_by_role_and_sync_state_set(make_tiered: TieredFac
     put_many(store, 200)
     size = store.config.mapped_file_size_commit_log
     settings = BrokerSettings(
-        data_dir=tmp_path / "broker", controller="127.0.0.1:1", ha_node="n0", broker_name="g"
+        data_dir=tmp_path / "broker", controller="127.0.0.1:1", ha_node="n0", broker_name="g", ha_secret="s"
     )
     broker = SimpleNamespace(settings=settings, store=store, metadata=None, transactions=None)
     node = build_ha(broker)  # type: ignore[arg-type]
