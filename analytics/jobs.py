@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from analytics import billing, io, lag
 from analytics.errors import AnalyticsInputError
+from analytics.report import REPORT_PAGE, write_run_report
 from analytics.schemas import GROUPS_INPUT, INVOICE_LINES, LAG_DAILY, LAG_INPUT, PRICES_INPUT, USAGE_INPUT
 
 __all__ = ("AnalyticsInputError", "DayResult", "JobResult", "run_billing_day", "run_job", "run_lag_day")
@@ -36,6 +37,7 @@ class DayResult:
     fingerprint: str = ""
     outputs: dict[str, int] = field(default_factory=dict)
     skipped: bool = False
+    report: str = ""  # the directory of the day's HTML report and charts, once written
 
     @property
     def rows_out(self) -> int:
@@ -52,11 +54,15 @@ class JobResult:
     def as_dict(self) -> dict[str, Any]:
         days = [{**asdict(d), "rows_out": d.rows_out} for d in self.days]
         ran = [d for d in self.days if not d.skipped]
+        first = self.days[0].report if self.days else ""
         return {
             "job": self.job,
             "days": days,
             "rows_in": sum(d.rows_in for d in ran),
             "rows_out": sum(d.rows_out for d in ran),
+            # the requested day's report: what the console's job-run page links to
+            "report": first,
+            "report_page": f"{first}/{REPORT_PAGE}" if first else "",
         }
 
 
@@ -189,16 +195,23 @@ def run_job(
     output: str,
     late_days: int = 0,
     stuck_after: int = 10,
+    report: bool = True,
 ) -> JobResult:
-    """Run ``day``, then re-run each of the ``late_days`` days before it whose inputs changed."""
+    """Run ``day``, then re-run each of the ``late_days`` days before it whose inputs changed.
+
+    With ``report``, every day that ran also gets its HTML report and charts (``analytics.report``),
+    written once all days ran: a late day's re-run changes the month's invoices the reports show.
+    """
     root, output = root.rstrip("/"), output.rstrip("/")
 
     def run_day(d: str) -> DayResult:
         if job == "billing":
-            return run_billing_day(spark, d, root, output)
-        if job == "lag":
-            return run_lag_day(spark, d, root, output, stuck_after)
-        raise AnalyticsInputError(f"unknown job {job!r}: use billing or lag")
+            result = run_billing_day(spark, d, root, output)
+        elif job == "lag":
+            result = run_lag_day(spark, d, root, output, stuck_after)
+        else:
+            raise AnalyticsInputError(f"unknown job {job!r}: use billing or lag")
+        return result
 
     results = [run_day(day)]
     _write_manifest(spark, output, job, results[0])
@@ -213,4 +226,8 @@ def run_job(
         result = run_day(earlier)
         _write_manifest(spark, output, job, result)
         results.append(result)
+    if report:
+        for result in sorted(results, key=lambda r: r.date):
+            if not result.skipped:
+                result.report = write_run_report(spark, job, result, output)
     return JobResult(job, results)

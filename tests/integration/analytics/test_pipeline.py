@@ -77,6 +77,10 @@ def test_celery_task_runs_spark_submit_and_loads_the_results(
         10,
     )
     assert run.rows_out == 2 + 10 + 3 and run.duration_s and run.duration_s > 0 and run.error == ""
+    # the run's HTML report sits next to its outputs and the run record names it (console link)
+    report = Path(analytics_settings["OUTPUT_URL"]) / "reports" / "billing" / f"date={DAY}"
+    assert run.details["report_page"] == str(report / "index.html")
+    assert "10.14" in (report / "index.html").read_text()  # acme's month-to-date invoice total
     # and the figures computed by hand are in the database
     acme = Tenant.objects.get(namespace="acme")
     usage = UsageDaily.objects.get(tenant=acme, date=date(2025, 3, 10))
