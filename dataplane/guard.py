@@ -21,10 +21,19 @@ from dataplane.auth.resources import Touch
 from dataplane.broker import Broker
 from dataplane.clients import CLIENT_ID_HEADER, header
 from dataplane.errors import Forbidden
-from dataplane.metering import LagSample, UsageMeter, metering_root
+from dataplane.metering import (
+    JOURNAL_SYNC_S,
+    OUTBOX_DIR,
+    LagSample,
+    MeteringShipper,
+    UsageMeter,
+    metering_store_settings,
+)
 from dataplane.names import namespace_from_metadata, qualify
 from dataplane.quota import QuotaEnforcer, StorageQuotaExceeded, TooManyRequests
 from dataplane.storage_usage import StorageUsage, tenant_topic
+from dataplane.store.errors import StoreError
+from dataplane.store.tiered.object_store import open_object_store
 from dataplane.tenant_metrics import TenantMetrics
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 
@@ -55,7 +64,18 @@ class Guard:
         self.quotas = QuotaEnforcer(
             security, nodes=s.quota_nodes, burst_s=s.quota_burst_s, storage_bytes=self.storage.tenant_bytes
         )
-        self.meter = UsageMeter(metering_root(s.metering_dir, s.data_dir), s.broker_name, s.data_dir)
+        outbox = s.data_dir / OUTBOX_DIR
+        self.meter = UsageMeter(outbox, s.broker_name, s.data_dir)
+        store = metering_store_settings(
+            s.metering_dir,
+            s.data_dir,
+            endpoint=s.tier_endpoint,
+            region=s.tier_region,
+            access_key_id=s.tier_access_key_id,
+            secret_access_key=s.tier_secret_access_key.get_secret_value(),
+            timeout_s=s.tier_request_timeout_s,
+        )
+        self.shipper = MeteringShipper(outbox, open_object_store(store))
         self.metrics = TenantMetrics()
         self._lag: dict[tuple[str, str, str], tuple[int, int]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -125,6 +145,12 @@ class Guard:
         for ns in {ns for ns, _ in per_topic}:
             self.metrics.send_latency(ns, seconds)
 
+    def count_delivering(self, admission: Admission, topic: pb.Resource, size: int) -> None:
+        """Meter one message before it is handed to the client (journaled: survives a SIGKILL)."""
+        ns = topic.resource_namespace or admission.header_ns
+        if ns:
+            self.meter.count_out(ns, (size,))
+
     def count_delivered(
         self, admission: Admission, group: pb.Resource, topic: pb.Resource, sizes: list[int], seconds: float
     ) -> None:
@@ -132,7 +158,6 @@ class Guard:
         if not ns or not sizes:
             return
         total = sum(sizes)
-        self.meter.count_out(ns, sizes)
         self.metrics.messages_out(ns, topic.name, group.name, len(sizes), total)
         self.metrics.receive_latency(ns, seconds)
         group_q = qualify(group.resource_namespace or admission.header_ns, group.name)
@@ -152,6 +177,9 @@ class Guard:
         ):
             self._tasks.append(asyncio.create_task(self._every(interval, job)))
         self._tasks.append(asyncio.create_task(self._every_async(s.metering_flush_s, self.flush)))
+        self._tasks.append(asyncio.create_task(self._every_async(JOURNAL_SYNC_S, self._sync_journal)))
+        if self.shipper.pending():  # files a previous run closed but did not upload
+            self._tasks.append(asyncio.create_task(self._ship()))
         self.metrics.add_gauges(self._gauges)
 
     async def stop(self) -> None:
@@ -163,9 +191,11 @@ class Guard:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
-        await self.flush()
+        await self.flush(ship_deadline=time.monotonic() + self.settings.grace_seconds)
+        await asyncio.to_thread(self.meter.close)
 
-    async def flush(self) -> None:
+    async def flush(self, ship_deadline: float | None = None) -> None:
+        """Close the changed minutes and the samples into outbox files, then ship the outbox."""
         assert self._flushing is not None
         async with self._flushing:
             records, state = self.meter.snapshot()
@@ -174,6 +204,20 @@ class Guard:
             except OSError:
                 logger.exception("metering flush failed; the records are kept for the next one")
                 self.meter.requeue(records)
+        await self._ship(ship_deadline)
+
+    async def _ship(self, deadline: float | None = None) -> None:
+        assert self._flushing is not None
+        async with self._flushing:
+            try:
+                await asyncio.to_thread(self.shipper.ship, deadline)
+            except (OSError, StoreError) as exc:
+                left = len(self.shipper.pending())
+                logger.warning("metering upload failed (%s); %d files kept locally and retried", exc, left)
+
+    async def _sync_journal(self) -> None:
+        if self.meter.journal.dirty:
+            await asyncio.to_thread(self.meter.sync)
 
     async def _every(self, interval: float, job: Callable[[], None]) -> None:
         while True:
@@ -249,6 +293,14 @@ class Guard:
         for ns, count in self.quotas.connections.counts().items():
             clients.add_metric([ns], count)
         yield clients
+        yield GaugeMetricFamily(
+            "mq_metering_outbox_files",
+            "Closed metering files not yet in the object store",
+            value=len(self.shipper.pending()),
+        )
+        yield GaugeMetricFamily(
+            "mq_metering_upload_failures", "Failed metering uploads (retried)", value=self.shipper.failures
+        )
         storage = GaugeMetricFamily("mq_tenant_storage_bytes", "Bytes held in the store", labels=["tenant"])
         for ns, size in self.storage.tenant_totals().items():
             storage.add_metric([ns], size)

@@ -115,7 +115,9 @@ class MessagingInterceptor:
             try:
                 async for response in inner(request, context):
                     if response.WhichOneof("content") == "message":
-                        sizes.append(len(response.message.body))
+                        size = len(response.message.body)
+                        sizes.append(size)
+                        guard.count_delivering(admission, topic, size)  # metered before it is sent
                     yield response
             finally:
                 guard.count_delivered(admission, group, topic, sizes, clock() - started)

@@ -3,10 +3,21 @@
 Counters are kept per (tenant, UTC minute) and are cumulative: whenever a minute changed, the next
 flush writes its *whole* total again under the same deterministic id, and readers keep the record
 with the largest ``written_at``. So a minute may be written several times (while it is open, at
-shutdown, after a restart) and still counts once. The totals of recent minutes are persisted in
-``{data_dir}/metering-state.json`` *before* the files are written, so a restarted broker continues
-a minute from what it already wrote instead of writing a smaller total with a later timestamp.
-A broker killed with SIGKILL loses what it counted since its last flush (``metering_flush_s``).
+shutdown, after a restart) and still counts once.
+
+Crash safety has three parts, all under the broker's data dir:
+
+- ``metering-journal/{n:012d}.log``: every count and every sample is appended (one ``write()``)
+  before the call that caused it is answered, so a SIGKILL loses nothing a client saw acknowledged.
+  The journal is fsynced every ``JOURNAL_SYNC_S`` (an OS crash loses at most that much, the window
+  the CommitLog has under ASYNC_FLUSH). Lines carry a CRC; a torn tail is dropped on recovery.
+- ``metering-state.json``: the checkpoint. A flush rotates the journal, then persists the totals of
+  recent minutes, the samples being written and the first journal segment the checkpoint does not
+  cover; only then are the files written and the older segments deleted. Start-up loads the
+  checkpoint and replays the journal from there.
+- the outbox (``metering-outbox/``): closed hourly files, written once (temp file + rename). The
+  :class:`MeteringShipper` uploads each to the object store under the same relative key and deletes
+  it only once the store holds it whole; a retry after a crash PUTs the same bytes to the same key.
 """
 
 from __future__ import annotations
@@ -16,17 +27,33 @@ import hashlib
 import json
 import logging
 import os
+import re
+import threading
 import time
-from collections.abc import Callable, Iterable
+import zlib
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ("LagSample", "UsageMeter", "metering_root", "requests_4k")
+from dataplane.store.tiered.object_store import ObjectStore, ObjectStoreSettings
+
+__all__ = (
+    "LagSample",
+    "MeteringJournal",
+    "MeteringShipper",
+    "UsageMeter",
+    "metering_root",
+    "metering_store_settings",
+    "requests_4k",
+)
 
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "metering-state.json"
+JOURNAL_DIR = "metering-journal"
+OUTBOX_DIR = "metering-outbox"
+JOURNAL_SYNC_S = 0.5
 _KEEP_MINUTES = 15  # minutes kept in memory/state after they were written
 
 
@@ -35,15 +62,35 @@ def requests_4k(size: int) -> int:
     return max(1, -(-size // 4096))
 
 
-def metering_root(setting: str, data_dir: Path) -> Path:
-    """The metering root: ``file://`` URLs and paths; default ``{data_dir}/../metering``."""
+def metering_root(setting: str, data_dir: Path) -> str:
+    """The metering root as an object-store URL: ``file://`` (default ``{data_dir}/../metering``),
+    a plain path, or ``s3://bucket/prefix`` / ``gs://`` / ``az://``."""
     if not setting:
-        return data_dir.resolve().parent / "metering"
-    if setting.startswith("file://"):
-        return Path(setting[len("file://") :])
+        return f"file://{data_dir.resolve().parent / 'metering'}"
     if "://" in setting:
-        raise ValueError(f"metering_dir {setting!r}: only local directories and file:// URLs are supported")
-    return Path(setting)
+        return setting
+    return f"file://{Path(setting).resolve()}"
+
+
+def metering_store_settings(
+    setting: str,
+    data_dir: Path,
+    *,
+    endpoint: str = "",
+    region: str = "",
+    access_key_id: str = "",
+    secret_access_key: str = "",
+    timeout_s: float = 30.0,
+) -> ObjectStoreSettings:
+    """Where closed metering files go; S3-compatible stores use the tier's endpoint and credentials."""
+    return ObjectStoreSettings(
+        url=metering_root(setting, data_dir),
+        endpoint=endpoint,
+        region=region,
+        access_key_id=access_key_id,
+        secret_access_key=secret_access_key,
+        timeout_s=timeout_s,
+    )
 
 
 def _minute_str(minute_s: int) -> str:
@@ -82,7 +129,132 @@ class LagSample:
     max_offset: int
 
 
+# Journal
+
+
+_SEGMENT = re.compile(r"^(\d{12})\.log$")
+
+
+class MeteringJournal:
+    """Append-only segments of JSON lines ``{crc32:08x} {payload}\\n``, one ``write()`` per entry.
+
+    A segment is never appended to after a restart (a new one is opened), so a torn tail stays at
+    the end of a finished segment. ``append`` runs on the loop thread; ``sync`` on any one thread.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.segment = -1
+        self._fd = -1
+        self._retired: list[int] = []
+        self._lock = threading.Lock()  # fd hand-over between the loop and the syncing thread
+        self._sync_lock = threading.Lock()
+        self.dirty = False
+        self.appended = 0  # entries since the last rotation
+        self.write_errors = 0
+        self._error_logged = 0.0
+
+    def segments(self) -> list[int]:
+        if not self.directory.is_dir():
+            return []
+        return sorted(int(m.group(1)) for p in self.directory.iterdir() if (m := _SEGMENT.match(p.name)))
+
+    def _path(self, n: int) -> Path:
+        return self.directory / f"{n:012d}.log"
+
+    def replay(self, first: int) -> Iterator[list[Any]]:
+        """Entries of segments >= ``first`` in order; a corrupt or torn line ends its segment."""
+        for n in self.segments():
+            if n < first:
+                continue
+            data = self._path(n).read_bytes()
+            for line in data.split(b"\n")[:-1]:  # what follows the last newline is a torn tail
+                crc, _, payload = line.partition(b" ")
+                try:
+                    ok = int(crc, 16) == zlib.crc32(payload)
+                    entry = json.loads(payload) if ok else None
+                except ValueError:
+                    entry = None
+                if not isinstance(entry, list):
+                    logger.warning("metering journal %s: corrupt line, the rest is dropped", self._path(n))
+                    break
+                yield entry
+
+    def open(self, first: int = 0) -> None:
+        """Start a new segment after every existing one and not before ``first`` (the checkpoint's);
+        empty ones left by earlier runs go."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for n in self.segments():
+            if self._path(n).stat().st_size == 0:
+                self._path(n).unlink()
+        self._open(max(max(self.segments(), default=-1) + 1, first))
+        _fsync_dir(self.directory)
+
+    def _open(self, n: int) -> None:
+        fd = os.open(self._path(n), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        with self._lock:
+            if self._fd >= 0:
+                self._retired.append(self._fd)
+            self._fd, self.segment = fd, n
+
+    def append(self, entry: list[Any]) -> None:
+        payload = json.dumps(entry, separators=(",", ":")).encode()
+        line = b"%08x %s\n" % (zlib.crc32(payload), payload)
+        try:
+            written = os.write(self._fd, line)
+            if written != len(line):  # a regular file takes it whole unless the disk is full
+                raise OSError(f"short write ({written} of {len(line)} bytes)")
+        except OSError as exc:
+            # Traffic goes on: the count stays in memory and is written at the next flush.
+            self.write_errors += 1
+            if time.monotonic() - self._error_logged > 60:
+                self._error_logged = time.monotonic()
+                logger.error("metering journal %s: append failed: %s", self.directory, exc)
+            return
+        self.dirty = True
+        self.appended += 1
+
+    def rotate(self) -> int:
+        """Open the next segment (unless nothing was appended to this one); returns the number of the
+        first segment a checkpoint taken now does not cover."""
+        if self.appended:
+            self._open(self.segment + 1)
+            self.appended = 0
+        return self.segment
+
+    def sync(self) -> None:
+        """fsync what was appended; close rotated segments once they are synced."""
+        with self._sync_lock:
+            self.dirty = False
+            with self._lock:
+                retired, self._retired = self._retired, []
+                fd = self._fd
+            for old in retired:
+                os.fsync(old)
+                os.close(old)
+            if fd >= 0:
+                os.fsync(fd)
+
+    def drop_before(self, first: int) -> None:
+        for n in self.segments():
+            if n < first:
+                self._path(n).unlink(missing_ok=True)
+
+    def close(self) -> None:
+        self.sync()
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+            self._fd = -1
+
+
+# Counting and writing
+
+
 class UsageMeter:
+    """Counters per (tenant, minute) and samples; ``root`` is where closed files are written (the
+    outbox, shipped from there); ``state_dir`` holds the checkpoint and the journal."""
+
     def __init__(
         self, root: Path, broker: str, state_dir: Path, clock: Callable[[], float] = time.time
     ) -> None:
@@ -95,41 +267,48 @@ class UsageMeter:
         self._extra: list[tuple[str, int, dict[str, Any]]] = []  # (tree, epoch s, record)
         self._seq = 0
         self._last_written = 0.0
-        self._load()
+        self.journal = MeteringJournal(state_dir / JOURNAL_DIR)
+        self.recovered = 0  # journal entries replayed at start-up
+        self.journal.open(self._load())
 
     # Counting (loop thread)
 
-    def _current(self, tenant: str) -> _Counters:
-        key = (tenant, int(self._clock()) // 60 * 60)
+    def _current(self, tenant: str) -> tuple[_Counters, int]:
+        minute = int(self._clock()) // 60 * 60
+        key = (tenant, minute)
         counters = self._minutes.get(key)
         if counters is None:
             counters = self._minutes[key] = _Counters()
         self._dirty.add(key)
-        return counters
+        return counters, minute
 
     def count_in(self, tenant: str, sizes: Iterable[int]) -> None:
         if not tenant:
             return
-        c = self._current(tenant)
-        for size in sizes:
-            c.messages_in += 1
-            c.bytes_in += size
-            c.requests_in_4k += requests_4k(size)
+        sizes = list(sizes)
+        if not sizes:
+            return
+        delta = (len(sizes), sum(sizes), 0, 0, sum(requests_4k(s) for s in sizes), 0)
+        self._apply(tenant, delta, "")
 
     def count_out(self, tenant: str, sizes: Iterable[int]) -> None:
         if not tenant:
             return
-        c = self._current(tenant)
-        for size in sizes:
-            c.messages_out += 1
-            c.bytes_out += size
-            c.requests_out_4k += requests_4k(size)
+        sizes = list(sizes)
+        if not sizes:
+            return
+        delta = (0, 0, len(sizes), sum(sizes), 0, sum(requests_4k(s) for s in sizes))
+        self._apply(tenant, delta, "")
 
     def count_call(self, tenant: str, rpc: str) -> None:
         if not tenant:
             return
-        calls = self._current(tenant).api_calls
-        calls[rpc] = calls.get(rpc, 0) + 1
+        self._apply(tenant, (0, 0, 0, 0, 0, 0), rpc)
+
+    def _apply(self, tenant: str, delta: tuple[int, int, int, int, int, int], rpc: str) -> None:
+        c, minute = self._current(tenant)
+        self.journal.append(["c", tenant, minute, *delta, rpc])
+        _add(c, delta, rpc)
 
     def add_storage(self, samples: Iterable[tuple[str, str, int]]) -> None:
         """(tenant, tenant-relative topic, bytes) sampled now."""
@@ -145,7 +324,7 @@ class UsageMeter:
                 "ts": ts,
                 "bytes": size,
             }
-            self._extra.append(("usage", now, record))
+            self._add_extra("usage", now, record)
 
     def add_lag(self, samples: Iterable[LagSample]) -> None:
         now = int(self._clock())
@@ -166,25 +345,34 @@ class UsageMeter:
                 "committed_offset": s.committed_offset,
                 "max_offset": s.max_offset,
             }
-            self._extra.append(("lag", now, record))
+            self._add_extra("lag", now, record)
+
+    def _add_extra(self, tree: str, epoch: int, record: dict[str, Any]) -> None:
+        self.journal.append(["x", tree, epoch, record])
+        self._extra.append((tree, epoch, record))
 
     # Writing
 
     def snapshot(self) -> tuple[list[tuple[str, int, dict[str, Any]]], dict[str, Any]]:
-        """Take what must be written (loop thread); returns (records, state). Clears the buffers."""
+        """Take what must be written (loop thread); returns (records, state). Clears the buffers and
+        rotates the journal: the state covers every entry of the segments before the new one."""
         records = [("usage", minute, self._usage_record(tenant, minute)) for tenant, minute in self._dirty]
         self._dirty.clear()
-        records.extend(self._extra)
+        extras = self._extra
+        records.extend(extras)
         self._extra = []
         cutoff = int(self._clock()) // 60 * 60 - _KEEP_MINUTES * 60
         for key in [k for k in self._minutes if k[1] < cutoff]:
             del self._minutes[key]
         state = {
-            "version": 1,
+            "version": 2,
             "seq": self._seq,
+            "journal": self.journal.rotate(),
             "minutes": [
                 {"tenant": t, "minute": m, **dataclasses.asdict(c)} for (t, m), c in self._minutes.items()
             ],
+            # samples being written: a crash before their file exists writes them again (same ids)
+            "extras": [[tree, epoch, record] for tree, epoch, record in extras],
         }
         return records, state
 
@@ -207,7 +395,8 @@ class UsageMeter:
         }
 
     def write(self, records: list[tuple[str, int, dict[str, Any]]], state: dict[str, Any]) -> list[Path]:
-        """Persist ``state`` then write ``records`` as one file per (tree, hour). Any thread."""
+        """Persist ``state``, write ``records`` as one file per (tree, hour), then drop the journal
+        segments the state covers. Any thread."""
         if not records:
             return []
         groups: dict[tuple[str, int], list[tuple[int, dict[str, Any]]]] = {}
@@ -226,6 +415,7 @@ class UsageMeter:
             lines = [json.dumps({**record, "written_at": written_at}, sort_keys=False) for _, record in items]
             _write_atomic(path, ("\n".join(lines) + "\n").encode())
             paths.append(path)
+        self.journal.drop_before(int(state.get("journal", 0)))
         return paths
 
     def requeue(self, records: list[tuple[str, int, dict[str, Any]]]) -> None:
@@ -242,25 +432,128 @@ class UsageMeter:
         records, state = self.snapshot()
         return self.write(records, state)
 
+    def sync(self) -> None:
+        """fsync the journal (any thread)."""
+        self.journal.sync()
+
+    def close(self) -> None:
+        self.journal.close()
+
     def _written_at(self) -> str:
         # Strictly increasing within a broker: a rewrite of a minute must win over the earlier one.
         now = max(self._clock(), self._last_written + 1e-6)
         self._last_written = now
         return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
-    def _load(self) -> None:
-        if not self._state_path.exists():
-            return
+    def _load(self) -> int:
+        """Load the checkpoint and replay the journal after it; returns the checkpoint's segment."""
+        first_segment = 0
+        if self._state_path.exists():
+            try:
+                state = json.loads(self._state_path.read_text())
+            except (OSError, ValueError):
+                logger.exception("metering state %s unreadable; replaying the journal", self._state_path)
+                state = {}
+            self._seq = int(state.get("seq", 0))
+            first_segment = int(state.get("journal", 0))
+            for item in state.get("minutes", []):
+                key = (str(item.pop("tenant")), int(item.pop("minute")))
+                self._minutes[key] = _Counters(**item)
+                self._dirty.add(key)  # rewritten once: a crash may have come between state and file
+            for tree, epoch, record in state.get("extras", []):
+                self._extra.append((str(tree), int(epoch), record))
+        for entry in self.journal.replay(first_segment):
+            self.recovered += 1
+            if entry[0] == "c":
+                tenant, minute, *delta, rpc = entry[1:]
+                key = (str(tenant), int(minute))
+                counters = self._minutes.get(key)
+                if counters is None:
+                    counters = self._minutes[key] = _Counters()
+                self._dirty.add(key)
+                _add(counters, tuple(int(d) for d in delta), str(rpc))
+            elif entry[0] == "x":
+                self._extra.append((str(entry[1]), int(entry[2]), entry[3]))
+        if self.recovered:
+            logger.info("metering: %d journal entries recovered since the last checkpoint", self.recovered)
+        return first_segment
+
+
+def _add(c: _Counters, delta: tuple[int, ...], rpc: str) -> None:
+    c.messages_in += delta[0]
+    c.bytes_in += delta[1]
+    c.messages_out += delta[2]
+    c.bytes_out += delta[3]
+    c.requests_in_4k += delta[4]
+    c.requests_out_4k += delta[5]
+    if rpc:
+        c.api_calls[rpc] = c.api_calls.get(rpc, 0) + 1
+
+
+# Shipping
+
+
+class MeteringShipper:
+    """Uploads closed files of the outbox to the object store (same relative key) and deletes each
+    local file once the store holds it whole. Re-uploading after a crash PUTs the same bytes to the
+    same key, so the store never holds a file twice."""
+
+    def __init__(self, outbox: Path, store: ObjectStore) -> None:
+        self.outbox = outbox
+        self.store = store
+        self.shipped = 0
+        self.failures = 0
+
+    def pending(self) -> list[Path]:
+        if not self.outbox.is_dir():
+            return []
+        return sorted(p for p in self.outbox.rglob("*.jsonl") if not p.name.startswith("."))
+
+    def ship(self, deadline: float | None = None) -> int:
+        """Upload what waits (oldest names first); raises the store's error after counting it.
+        ``deadline`` (monotonic): stop starting uploads after it."""
+        done = 0
+        for path in self.pending():
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            key = path.relative_to(self.outbox).as_posix()
+            try:
+                self._upload(key, path)
+            except Exception:
+                self.failures += 1
+                raise
+            path.unlink()
+            _prune_empty(path.parent, self.outbox)
+            done += 1
+            self.shipped += 1
+        return done
+
+    def _upload(self, key: str, path: Path) -> None:
+        data = path.read_bytes()
+        info = self.store.put(key, data)
+        if len(info.etag) == 32 and all(ch in "0123456789abcdef" for ch in info.etag):
+            ok = info.etag == hashlib.md5(data, usedforsecurity=False).hexdigest()
+        else:  # stores whose ETag is not an MD5 (local files): the size, read back
+            ok = self.store.head(key).size == len(data)
+        if not ok:
+            raise OSError(f"metering upload of {key!r} did not verify; it is kept and retried")
+
+
+def _prune_empty(directory: Path, stop: Path) -> None:
+    while directory != stop and stop in directory.parents:
         try:
-            state = json.loads(self._state_path.read_text())
-        except (OSError, ValueError):
-            logger.exception("metering state %s unreadable; starting from zero", self._state_path)
+            directory.rmdir()
+        except OSError:
             return
-        self._seq = int(state.get("seq", 0))
-        for item in state.get("minutes", []):
-            key = (str(item.pop("tenant")), int(item.pop("minute")))
-            self._minutes[key] = _Counters(**item)
-            self._dirty.add(key)  # rewritten once: a crash may have come between state and file
+        directory = directory.parent
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -271,8 +564,4 @@ def _write_atomic(path: Path, data: bytes) -> None:
         f.flush()
         os.fsync(f.fileno())
     tmp.replace(path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _fsync_dir(path.parent)

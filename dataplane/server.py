@@ -126,12 +126,13 @@ async def run(settings: BrokerSettings) -> None:
     server = BrokerServer(settings)
     await server.start()
     _start_metrics(settings.metrics_listen)
-    host = settings.listen.rpartition(":")[0]
-    logger.info("broker listening on %s:%d", host, server.port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # announced only once a SIGTERM would stop it gracefully (flushing the metering journal)
+    host = settings.listen.rpartition(":")[0]
+    logger.info("broker listening on %s:%d", host, server.port)
     await stop.wait()
     logger.info("broker stopping (grace %.1fs)", settings.grace_seconds)
     await server.stop()

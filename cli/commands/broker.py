@@ -67,14 +67,15 @@ def start(
         server = BrokerServer(settings)
         await server.start()
         _start_metrics(settings.metrics_listen)
-        host = settings.listen.rpartition(":")[0]
-        if settings.dev_mode:
-            info("development mode: unsigned requests are admitted")
-        info(f"broker listening on {host}:{server.port}")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        # announced only once a SIGTERM would stop it gracefully (a supervisor may send one at once)
+        host = settings.listen.rpartition(":")[0]
+        if settings.dev_mode:
+            info("development mode: unsigned requests are admitted")
+        info(f"broker listening on {host}:{server.port}")
         await stop.wait()
         logging.getLogger("dataplane").info("broker stopping")
         await server.stop()
