@@ -205,6 +205,12 @@ CELERY_BEAT_SCHEDULE: dict[str, Any] = {
         "schedule": ENV.reconcile_interval_s,
         "options": {"expires": ENV.reconcile_interval_s},
     },
+    # Alert rules (lag / dead-letter thresholds per consumer group): checked every minute.
+    "evaluate-alert-rules": {
+        "task": "tenants.evaluate_alert_rules",
+        "schedule": 60.0,
+        "options": {"expires": 60.0},
+    },
     # Yesterday's billing and lag reports (plus changed late days), every night at MQ_ANALYTICS_NIGHTLY_AT.
     **{
         f"analytics-{job}-nightly": {
@@ -216,6 +222,8 @@ CELERY_BEAT_SCHEDULE: dict[str, Any] = {
     },
 }
 CELERY_TIMEZONE = "UTC"
+# Alert webhooks to loopback/private addresses are refused (SSRF) unless this is set (tests, labs).
+MQ_ALERT_WEBHOOK_ALLOW_PRIVATE = False
 
 #
 # Analytics (Spark jobs in analytics/, launched by tenants.run_analytics_job through spark-submit)

@@ -16,6 +16,7 @@ from tenants.choices import (
 )
 from tenants.constants import QUOTA_LIMIT_FIELDS
 from tenants.models import (
+    AlertRule,
     BrokerCluster,
     BrokerGroup,
     BrokerNode,
@@ -29,6 +30,7 @@ from tenants.models import (
 __all__ = (
     "AccessKeyForm",
     "AclPolicyForm",
+    "AlertRuleForm",
     "BrokerClusterForm",
     "BrokerGroupForm",
     "BrokerNodeForm",
@@ -246,3 +248,40 @@ class BrokerNodeForm(forms.ModelForm):  # type: ignore[type-arg]
     class Meta:
         model = BrokerNode
         fields = ("group", "name", "broker_id", "endpoint", "metrics_endpoint", "enabled")
+
+
+class AlertRuleForm(forms.ModelForm):  # type: ignore[type-arg]
+    """An alert rule of one tenant: the group list holds only that tenant's groups."""
+
+    class Meta:
+        model = AlertRule
+        fields = (
+            "name",
+            "group",
+            "lag_threshold",
+            "dlq_threshold",
+            "channel",
+            "email",
+            "webhook_url",
+            "enabled",
+        )
+        labels = {
+            "group": "Consumer group",
+            "lag_threshold": "Lag threshold (messages)",
+            "dlq_threshold": "Dead-letter threshold",
+            "email": "E-mail address",
+            "webhook_url": "Webhook URL",
+        }
+        help_texts = {"name": "How the rule is called in notifications, e.g. 'billing falling behind'."}
+        widgets = {
+            "webhook_url": forms.URLInput(attrs={"placeholder": "https://hooks.example.com/mq"}),
+        }
+
+    def __init__(self, *args: Any, tenant: Tenant, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.instance.tenant = tenant
+        group_field = self.fields["group"]
+        assert isinstance(group_field, forms.ModelChoiceField)
+        group_field.queryset = ConsumerGroup.objects.filter(tenant=tenant).exclude(status="deleting")
+        group_field.empty_label = "— choose a group —"
+        self.fields["enabled"].help_text = "A disabled rule is kept but not evaluated."

@@ -9,6 +9,7 @@ from django.urls import URLPattern, path
 
 from console.views import (
     acls,
+    alerts,
     audit,
     billing,
     consumers,
@@ -82,6 +83,10 @@ urlpatterns = [
     path("t/<slug:namespace>/settings/", members.tenant_settings, name="tenant-settings"),
     path("t/<slug:namespace>/audit/", audit.tenant_audit, name="tenant-audit"),
     path("t/<slug:namespace>/billing/", billing.billing, name="billing"),
+    path("t/<slug:namespace>/alerts/", alerts.alert_list, name="alert-list"),
+    path("t/<slug:namespace>/alerts/new/", alerts.alert_new, name="alert-new"),
+    path("t/<slug:namespace>/alerts/<str:pk>/edit/", alerts.alert_edit, name="alert-edit"),
+    path("t/<slug:namespace>/alerts/<str:pk>/delete/", alerts.alert_delete, name="alert-delete"),
     # operator pages
     path("platform/", platform.platform_home, name="platform"),
     path("platform/tenants/", platform.tenant_list, name="platform-tenants"),

@@ -8,6 +8,8 @@ __all__ = (
     "AclDecision",
     "AclPatternType",
     "AclResourceType",
+    "AlertChannel",
+    "AlertMetric",
     "AnalyticsJob",
     "AuditAction",
     "BrokerHealth",
@@ -128,3 +130,17 @@ class JobRunStatus(models.TextChoices):
 class JobTrigger(models.TextChoices):
     SCHEDULE = "schedule", "Nightly schedule"
     MANUAL = "manual", "On demand"
+
+
+class AlertChannel(models.TextChoices):
+    """How an alert rule notifies."""
+
+    EMAIL = "email", "E-mail"
+    WEBHOOK = "webhook", "Webhook (JSON POST)"
+
+
+class AlertMetric(models.TextChoices):
+    """What an alert rule watches on its consumer group."""
+
+    LAG = "lag", "Lag (messages)"
+    DLQ = "dlq", "Dead letters"

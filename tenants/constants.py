@@ -11,6 +11,9 @@ __all__ = (
     "ACCESS_KEY_ID_PREFIX",
     "ACCESS_KEY_ROTATION_OVERLAP",
     "ACCESS_KEY_SECRET_BYTES",
+    "ALERT_DLQ_COUNT_CAP",
+    "ALERT_RENOTIFY_AFTER",
+    "ALERT_WEBHOOK_TIMEOUT_S",
     "ANALYTICS_MAX_RETRIES",
     "ANALYTICS_RETRY_BACKOFF_S",
     "DEFAULT_MAX_DELIVERY_ATTEMPTS",
@@ -56,3 +59,11 @@ PROVISION_RETRY_BACKOFF_MAX_S = 300
 
 # The limits a Plan defaults and a Quota overrides; same names on both models and on the wire.
 QUOTA_LIMIT_FIELDS = QUOTA_LIMITS
+
+# Alert rules: dead letters are counted by listing them and a broker lists at most 256 per call, so
+# the count (and a threshold) stops there.
+ALERT_DLQ_COUNT_CAP = 256
+# A rule that stays firing notifies again after this long, not at every evaluation.
+ALERT_RENOTIFY_AFTER = timedelta(hours=1)
+# A webhook receiver that hangs must not hold the evaluation of every other rule.
+ALERT_WEBHOOK_TIMEOUT_S = 5.0

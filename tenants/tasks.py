@@ -17,9 +17,10 @@ from tenants.constants import (
     PROVISION_RETRY_BACKOFF_S,
 )
 from tenants.errors import AnalyticsJobFailed, BrokerUnavailable
-from tenants.services import analytics, provisioning
+from tenants.services import alerts, analytics, provisioning
 
 __all__ = (
+    "evaluate_alert_rules_task",
     "provision_resource_task",
     "push_tenant_quotas_task",
     "reconcile_brokers_task",
@@ -110,3 +111,16 @@ def run_analytics_job_task(
             return {"status": "failed", "error": exc.message}
         raise self.retry(exc=exc, countdown=ANALYTICS_RETRY_BACKOFF_S * 2**self.request.retries) from exc
     return {"status": run.status, "job_run": run.pk}
+
+
+@shared_task(name="tenants.evaluate_alert_rules", trail=False)
+def evaluate_alert_rules_task() -> dict[str, Any]:
+    """The periodic alert check (Celery beat, every minute): thresholds against the brokers' figures."""
+    report = alerts.evaluate_alert_rules()
+    return {
+        "rules": report.rules,
+        "firing": report.firing,
+        "notified": report.notified,
+        "failed": report.failed,
+        "unreachable_groups": report.unreachable_groups,
+    }

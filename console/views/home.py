@@ -7,7 +7,7 @@ from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 
 from console.access import SESSION_TENANT, Scope, tenant_view
-from tenants.services import authz, queries
+from tenants.services import alerts, authz, queries
 
 __all__ = ("SWITCHABLE_SECTIONS", "home", "overview", "switch_tenant")
 
@@ -23,6 +23,7 @@ SWITCHABLE_SECTIONS = frozenset(
         "member-list",
         "tenant-audit",
         "tenant-settings",
+        "alert-list",
     }
 )
 
@@ -65,6 +66,7 @@ def overview(request: HttpRequest, scope: Scope) -> HttpResponse:
             "scope": scope,
             "usage": usage,
             "problems": queries.tenant_problems(scope.tenant, usage),
+            "fired": alerts.recent_alerts(scope.tenant),
             "recent": queries.audit_events(scope.tenant)[:8],
         },
     )

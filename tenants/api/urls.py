@@ -3,7 +3,7 @@
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
-from tenants.api import analytics, views
+from tenants.api import alerts, analytics, views
 
 app_name = "tenants-api"
 
@@ -24,6 +24,8 @@ router.register("usage-daily", analytics.UsageDailyViewSet)
 router.register("invoices", analytics.InvoiceViewSet)
 router.register("lag-daily", analytics.LagDailyViewSet)
 router.register("job-runs", analytics.JobRunViewSet)
+router.register("alert-rules", alerts.AlertRuleViewSet)
+router.register("alert-events", alerts.AlertEventViewSet)
 
 urlpatterns = [
     path("health", views.HealthView.as_view(), name="health"),

@@ -2,6 +2,7 @@
 
 from tenants.models.access import AccessKey
 from tenants.models.acls import AclPolicy
+from tenants.models.alerts import AlertEvent, AlertRule
 from tenants.models.analytics import Invoice, InvoiceLine, JobRun, LagDaily, UsageDaily
 from tenants.models.audit import AuditEvent
 from tenants.models.clusters import BrokerCluster, BrokerGroup, BrokerNode
@@ -13,6 +14,8 @@ from tenants.models.topics import ConsumerGroup, Topic, TopicPlacement
 __all__ = (
     "AccessKey",
     "AclPolicy",
+    "AlertEvent",
+    "AlertRule",
     "AuditEvent",
     "BrokerCluster",
     "BrokerGroup",

@@ -43,6 +43,7 @@ class Change(StrEnum):
     TENANT = "tenant"  # rename only; plan, cluster and status are operators'
     QUOTA = "quota"  # commercial terms: operators only
     MESSAGES = "messages"  # send test messages, reset offsets, re-drive dead letters
+    ALERT_RULE = "alert_rule"
 
 
 # The same matrix as the REST API (docs/control-plane.md, "Roles and permissions").
@@ -50,6 +51,7 @@ WRITE_ROLES: dict[Change, frozenset[str]] = {
     Change.TOPIC: BUILDERS,
     Change.CONSUMER_GROUP: BUILDERS,
     Change.MESSAGES: BUILDERS,
+    Change.ALERT_RULE: BUILDERS,
     Change.ACCESS_KEY: MANAGERS,
     Change.ACL_POLICY: MANAGERS,
     Change.MEMBERSHIP: MANAGERS,

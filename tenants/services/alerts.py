@@ -1,0 +1,334 @@
+"""Alert rules: their life cycle (audited), their evaluation against the brokers' figures, and the
+notifications (e-mail through Django's mail, webhooks as a JSON POST through httpx).
+
+The evaluation runs in Celery beat (``tenants.evaluate_alert_rules``); every notification sent is
+recorded as an AlertEvent, which the console's overview shows.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.mail import send_mail
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from tenants.choices import AlertChannel, AlertMetric, ProvisioningStatus
+from tenants.constants import ALERT_DLQ_COUNT_CAP, ALERT_RENOTIFY_AFTER, ALERT_WEBHOOK_TIMEOUT_S
+from tenants.errors import AlreadyExists, BrokerUnavailable, ControlPlaneError
+from tenants.models import AlertEvent, AlertRule, ConsumerGroup, Tenant
+from tenants.services.audit import Actor, create_audited, delete_audited, update_audited
+from tenants.services.observe import group_lag, group_nodes
+from tenants.services.provisioning import get_gateway
+
+__all__ = (
+    "Breach",
+    "EvaluationReport",
+    "alert_events",
+    "alert_rules",
+    "count_dead_letters",
+    "create_alert_rule",
+    "delete_alert_rule",
+    "evaluate_alert_rules",
+    "recent_alerts",
+    "update_alert_rule",
+)
+
+logger = logging.getLogger(__name__)
+
+# Fields a caller may set on a rule (the rest is the evaluator's bookkeeping).
+RULE_FIELDS = frozenset(
+    {"group", "name", "lag_threshold", "dlq_threshold", "channel", "email", "webhook_url", "enabled"}
+)
+
+
+#
+# Rules
+#
+
+
+def alert_rules(tenant: Tenant) -> QuerySet[AlertRule, Any]:
+    return AlertRule.objects.filter(tenant=tenant).select_related("group").order_by("name")
+
+
+def alert_events(tenant: Tenant) -> QuerySet[AlertEvent, Any]:
+    """The alerts the tenant's rules fired, newest first."""
+    return AlertEvent.objects.filter(tenant=tenant).order_by("-created", "-id")
+
+
+def recent_alerts(tenant: Tenant, since: datetime | None = None, limit: int = 5) -> list[AlertEvent]:
+    """The newest alerts fired since ``since`` (default: the last 24 hours), for the overview."""
+    since = since or timezone.now() - timedelta(hours=24)
+    return list(alert_events(tenant).filter(created__gte=since)[:limit])
+
+
+def _validated(rule: AlertRule) -> AlertRule:
+    """Model validation as a domain error whose messages land on the form's (or API's) fields."""
+    if rule.group_id is not None and rule.group.tenant_id != rule.tenant_id:
+        raise ControlPlaneError(
+            "The consumer group is not in this tenant.", {"group": ["Choose one of the tenant's groups."]}
+        )
+    if AlertRule.objects.filter(tenant_id=rule.tenant_id, name=rule.name).exclude(pk=rule.pk).exists():
+        raise AlreadyExists(
+            f"An alert rule named '{rule.name}' exists in this tenant.",
+            {"name": ["An alert rule with this name exists in the tenant."]},
+        )
+    try:
+        rule.full_clean(validate_constraints=False)
+    except ValidationError as exc:
+        fields = {k: [str(m) for m in v] for k, v in exc.message_dict.items()}
+        first = next(iter(fields.values()))[0]
+        raise ControlPlaneError(first, fields) from exc
+    # a disabled channel's destination is not kept: it would still look configured
+    if rule.channel == AlertChannel.EMAIL:
+        rule.webhook_url = ""
+    else:
+        rule.email = ""
+    return rule
+
+
+def _unknown(fields: dict[str, Any]) -> None:
+    unknown = fields.keys() - RULE_FIELDS
+    if unknown:
+        raise ControlPlaneError(f"Unknown alert rule fields: {', '.join(sorted(unknown))}.")
+
+
+@transaction.atomic
+def create_alert_rule(actor: Actor, tenant: Tenant, **fields: Any) -> AlertRule:
+    """Create a rule on one of the tenant's consumer groups (audited)."""
+    _unknown(fields)
+    rule = _validated(AlertRule(tenant=tenant, **fields))
+    try:
+        with transaction.atomic():
+            create_audited(actor, rule)
+    except IntegrityError as exc:  # a concurrent create of the same name
+        raise AlreadyExists(f"An alert rule named '{rule.name}' exists in this tenant.") from exc
+    return rule
+
+
+@transaction.atomic
+def update_alert_rule(actor: Actor, rule: AlertRule, **changes: Any) -> AlertRule:
+    """Change a rule (audited); a changed threshold is judged afresh at the next evaluation."""
+    _unknown(changes)
+    if not changes:
+        return rule
+    candidate = AlertRule.objects.select_for_update().get(pk=rule.pk)
+    for name, value in changes.items():
+        setattr(candidate, name, value)
+    _validated(candidate)
+    cleaned = {
+        name: getattr(candidate, name)
+        for name in (*changes, "email", "webhook_url")
+        if getattr(candidate, name) != getattr(rule, name)
+    }
+    if cleaned.keys() & {"lag_threshold", "dlq_threshold", "enabled", "group"}:
+        cleaned["firing"] = False
+    update_audited(actor, rule, cleaned)
+    return rule
+
+
+@transaction.atomic
+def delete_alert_rule(actor: Actor, rule: AlertRule) -> AlertRule:
+    """Delete a rule (audited); the alerts it fired stay in the history."""
+    delete_audited(actor, rule)
+    return rule
+
+
+#
+# Evaluation
+#
+
+
+@dataclass(frozen=True, slots=True)
+class Breach:
+    """A threshold a group reached."""
+
+    metric: AlertMetric
+    value: int
+    threshold: int
+
+
+@dataclass(slots=True)
+class EvaluationReport:
+    rules: int = 0
+    firing: int = 0
+    notified: int = 0
+    failed: int = 0
+    unreachable_groups: list[str] = field(default_factory=list)
+
+
+def count_dead_letters(group: ConsumerGroup, cap: int = ALERT_DLQ_COUNT_CAP) -> int:
+    """Dead letters of the group not yet re-driven, over all its brokers (counted up to ``cap``)."""
+    gw = get_gateway()
+    total = 0
+    for node in group_nodes(group):
+        total += len(gw.list_dead_letters(node.endpoint, group.qualified_name, cap))
+        if total >= cap:
+            return cap
+    return total
+
+
+def _measure(group: ConsumerGroup, lag: bool, dlq: bool) -> dict[AlertMetric, int]:
+    figures: dict[AlertMetric, int] = {}
+    if lag:
+        figures[AlertMetric.LAG] = int(group_lag(group)["total_lag"])
+    if dlq:
+        figures[AlertMetric.DLQ] = count_dead_letters(group)
+    return figures
+
+
+def _breaches(rule: AlertRule, figures: dict[AlertMetric, int]) -> list[Breach]:
+    found = []
+    for metric, threshold in ((AlertMetric.LAG, rule.lag_threshold), (AlertMetric.DLQ, rule.dlq_threshold)):
+        if threshold is not None and figures.get(metric, 0) >= threshold:
+            found.append(Breach(metric, figures[metric], threshold))
+    return found
+
+
+def evaluate_alert_rules(now: datetime | None = None) -> EvaluationReport:
+    """Measure every enabled rule's group once, fire the rules whose thresholds are reached.
+
+    A rule notifies when it starts firing, and again every ``ALERT_RENOTIFY_AFTER`` while it stays
+    firing. A group whose brokers do not answer is skipped: its rules keep their state.
+    """
+    now = now or timezone.now()
+    report = EvaluationReport()
+    rules = (
+        AlertRule.objects.filter(enabled=True)
+        .exclude(group__status=ProvisioningStatus.DELETING)
+        .select_related("group__tenant", "tenant")
+        .order_by("group_id", "pk")
+    )
+    by_group: dict[int, list[AlertRule]] = {}
+    for rule in rules:
+        by_group.setdefault(rule.group_id, []).append(rule)
+    for group_rules in by_group.values():
+        group = group_rules[0].group
+        try:
+            figures = _measure(
+                group,
+                lag=any(r.lag_threshold is not None for r in group_rules),
+                dlq=any(r.dlq_threshold is not None for r in group_rules),
+            )
+        except BrokerUnavailable as exc:
+            logger.warning("alert rules of %s not evaluated: %s", group.qualified_name, exc.message)
+            report.unreachable_groups.append(group.qualified_name)
+            continue
+        for rule in group_rules:
+            report.rules += 1
+            _apply(rule, _breaches(rule, figures), now, report)
+    return report
+
+
+def _apply(rule: AlertRule, breaches: list[Breach], now: datetime, report: EvaluationReport) -> None:
+    due = bool(breaches) and (
+        not rule.firing or rule.last_notified is None or now - rule.last_notified >= ALERT_RENOTIFY_AFTER
+    )
+    if breaches:
+        report.firing += 1
+    if due:
+        for breach in breaches:
+            event = _notify(rule, breach, now)
+            report.notified += event.delivered
+            report.failed += not event.delivered
+        rule.last_notified = now
+    rule.firing = bool(breaches)
+    rule.last_evaluated = now
+    rule.save(update_fields=("firing", "last_evaluated", "last_notified", "updated"))
+
+
+#
+# Notification
+#
+
+
+def _payload(rule: AlertRule, breach: Breach, now: datetime) -> dict[str, Any]:
+    return {
+        "alert": "consumer_group_lag" if breach.metric == AlertMetric.LAG else "consumer_group_dead_letters",
+        "tenant": rule.tenant.namespace,
+        "group": rule.group.name,
+        "rule": rule.name,
+        "metric": str(breach.metric),
+        "value": breach.value,
+        "threshold": breach.threshold,
+        "fired_at": now.isoformat(),
+    }
+
+
+def _check_webhook_target(url: str) -> None:
+    """Refuse loopback, private and link-local destinations (a tenant must not reach the platform's
+    own network through a webhook) unless ``MQ_ALERT_WEBHOOK_ALLOW_PRIVATE`` is set."""
+    if getattr(settings, "MQ_ALERT_WEBHOOK_ALLOW_PRIVATE", False):
+        return
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        infos = socket.getaddrinfo(host, parts.port or (443 if parts.scheme == "https" else 80))
+    except OSError as exc:
+        raise ControlPlaneError(f"The webhook host {host!r} does not resolve: {exc}") from exc
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0])
+        if not address.is_global:
+            raise ControlPlaneError(f"The webhook host {host!r} is not a public address ({address}).")
+
+
+def _send_webhook(url: str, payload: dict[str, Any]) -> None:
+    _check_webhook_target(url)
+    try:
+        response = httpx.post(url, json=payload, timeout=ALERT_WEBHOOK_TIMEOUT_S)
+    except httpx.HTTPError as exc:
+        raise ControlPlaneError(f"The webhook could not be reached: {exc}") from exc
+    if response.status_code >= 300:
+        raise ControlPlaneError(f"The webhook answered HTTP {response.status_code}.")
+
+
+def _send_email(address: str, rule: AlertRule, breach: Breach, payload: dict[str, Any]) -> None:
+    what = "lag" if breach.metric == AlertMetric.LAG else "dead letters"
+    subject = f"[MQCloud] {rule.tenant.namespace}/{rule.group.name}: {what} at {breach.value}"
+    body = (
+        f"The alert rule '{rule.name}' of tenant {rule.tenant.namespace} fired.\n\n"
+        f"Consumer group {rule.group.name} has {what} at {breach.value}; the threshold is "
+        f"{breach.threshold}.\nFired at {payload['fired_at']}.\n\n"
+        "You get this again every hour while it stays above the threshold."
+    )
+    send_mail(subject, body, None, [address])
+
+
+def _notify(rule: AlertRule, breach: Breach, now: datetime) -> AlertEvent:
+    """Send one notification and record it, delivered or not (the error is kept for the console)."""
+    payload = _payload(rule, breach, now)
+    error = ""
+    try:
+        if rule.channel == AlertChannel.WEBHOOK:
+            _send_webhook(rule.webhook_url, payload)
+        else:
+            _send_email(rule.email, rule, breach, payload)
+    except ControlPlaneError as exc:
+        error = exc.message
+    except OSError as exc:  # SMTP connection problems
+        error = f"The e-mail could not be sent: {exc}"
+    if error:
+        logger.warning("alert %s of %s not delivered: %s", rule.name, rule.tenant.namespace, error)
+    return AlertEvent.objects.create(
+        tenant=rule.tenant,
+        rule=rule,
+        rule_name=rule.name,
+        group_name=rule.group.name,
+        metric=breach.metric,
+        value=breach.value,
+        threshold=breach.threshold,
+        channel=rule.channel,
+        target=rule.target,
+        delivered=not error,
+        delivery_error=error,
+    )

@@ -1,0 +1,123 @@
+"""The console's alert rule pages: list, create/edit/delete with validation that keeps what was
+typed, roles (viewers read only), and the audit trail of every change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from tenants.choices import MembershipRole, ProvisioningStatus
+from tenants.models import AlertRule, AuditEvent, ConsumerGroup, Membership, Tenant
+
+pytestmark = [pytest.mark.django_db]
+
+
+@pytest.fixture
+def acme() -> dict[str, Any]:
+    """Tenant acme with an active group, a developer and a viewer; another tenant's group."""
+    users = get_user_model().objects
+    acme = Tenant.objects.create(name="Acme", namespace="acme")
+    other = Tenant.objects.create(name="Other", namespace="other")
+    billing = ConsumerGroup.objects.create(tenant=acme, name="billing", status=ProvisioningStatus.ACTIVE)
+    foreign = ConsumerGroup.objects.create(tenant=other, name="theirs", status=ProvisioningStatus.ACTIVE)
+    clients = {}
+    for name, role in (("dana", MembershipRole.DEVELOPER), ("vic", MembershipRole.VIEWER)):
+        user = users.create_user(name)
+        Membership.objects.create(user=user, tenant=acme, role=role)
+        clients[name] = Client()
+        clients[name].force_login(user)
+    return {"tenant": acme, "group": billing, "foreign": foreign, **clients}
+
+
+def test_create_keeps_input_on_error_then_edit_and_delete(acme: dict[str, Any]) -> None:
+    dev: Client = acme["dana"]
+    group: ConsumerGroup = acme["group"]
+    # when: no threshold and a webhook without its URL
+    bad = {"name": "slow billing", "group": str(group.pk), "channel": "webhook", "email": "", "enabled": "on"}
+    response = dev.post("/t/acme/alerts/new/", bad)
+    # then: 400, the errors on their fields, and the typed name kept
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "Set a lag threshold, a dead-letter threshold, or both." in html
+    assert "A webhook alert needs a URL." in html
+    assert 'value="slow billing"' in html
+    assert not AlertRule.objects.exists()
+
+    # a group of another tenant is not a choice
+    foreign = {
+        **bad,
+        "group": str(acme["foreign"].pk),
+        "lag_threshold": "10",
+        "webhook_url": "https://h.example/x",
+    }
+    assert dev.post("/t/acme/alerts/new/", foreign).status_code == 400
+
+    # when: fixed
+    good = {**bad, "lag_threshold": "100", "webhook_url": "https://hooks.example.com/mq"}
+    response = dev.post("/t/acme/alerts/new/", good)
+    assert response.status_code == 302 and response["Location"] == "/t/acme/alerts/"
+    rule = AlertRule.objects.get()
+    assert (rule.tenant, rule.group, rule.lag_threshold, rule.target) == (
+        acme["tenant"],
+        group,
+        100,
+        "https://hooks.example.com/mq",
+    )
+    listing = dev.get("/t/acme/alerts/").content.decode()
+    assert "slow billing" in listing and "lag ≥ 100" in listing and 'id="new-alert"' in listing
+
+    # a duplicate name is refused on the name field, input kept
+    dup = dev.post("/t/acme/alerts/new/", {**good, "lag_threshold": "7"})
+    assert dup.status_code == 400 and "An alert rule with this name exists" in dup.content.decode()
+    assert 'value="7"' in dup.content.decode()
+
+    # edit: switch to e-mail on dead letters; the webhook URL is dropped
+    edit = {
+        "name": "slow billing",
+        "group": str(group.pk),
+        "dlq_threshold": "5",
+        "channel": "email",
+        "email": "oncall@example.com",
+        "enabled": "on",
+    }
+    assert dev.post(f"/t/acme/alerts/{rule.pk}/edit/", edit).status_code == 302
+    rule.refresh_from_db()
+    assert (rule.lag_threshold, rule.dlq_threshold, rule.email, rule.webhook_url) == (
+        None,
+        5,
+        "oncall@example.com",
+        "",
+    )
+
+    # delete
+    assert dev.post(f"/t/acme/alerts/{rule.pk}/delete/").status_code == 302
+    assert not AlertRule.objects.exists()
+    actions = list(AuditEvent.objects.filter(object_type="alertrule").values_list("action", flat=True))
+    assert sorted(actions) == ["create", "delete", "update"]
+
+
+def test_viewer_reads_but_cannot_change(acme: dict[str, Any]) -> None:
+    rule = AlertRule.objects.create(
+        tenant=acme["tenant"], group=acme["group"], name="watch", dlq_threshold=1, email="a@example.com"
+    )
+    viewer: Client = acme["vic"]
+    page = viewer.get("/t/acme/alerts/")
+    html = page.content.decode()
+    assert page.status_code == 200 and "watch" in html
+    assert 'id="new-alert"' not in html and f"/alerts/{rule.pk}/delete/" not in html
+    assert viewer.get("/t/acme/alerts/new/").status_code == 403
+    assert viewer.post(f"/t/acme/alerts/{rule.pk}/delete/").status_code == 403
+    assert viewer.post(f"/t/acme/alerts/{rule.pk}/edit/", {"name": "x"}).status_code == 403
+    assert AlertRule.objects.filter(pk=rule.pk, name="watch").exists()
+    # another tenant's rule does not exist for acme's members
+    other_rule = AlertRule.objects.create(
+        tenant=acme["foreign"].tenant,
+        group=acme["foreign"],
+        name="theirs",
+        lag_threshold=1,
+        email="b@example.com",
+    )
+    assert acme["dana"].get(f"/t/acme/alerts/{other_rule.pk}/edit/").status_code == 404
