@@ -191,10 +191,13 @@ class Guard:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
-        await self.flush(ship_deadline=time.monotonic() + self.settings.grace_seconds)
+        # with the store failing already, shutdown does not wait for it: the next start ships
+        await self.flush(
+            ship=not self.shipper.failing, ship_deadline=time.monotonic() + self.settings.grace_seconds
+        )
         await asyncio.to_thread(self.meter.close)
 
-    async def flush(self, ship_deadline: float | None = None) -> None:
+    async def flush(self, ship: bool = True, ship_deadline: float | None = None) -> None:
         """Close the changed minutes and the samples into outbox files, then ship the outbox."""
         assert self._flushing is not None
         async with self._flushing:
@@ -204,7 +207,8 @@ class Guard:
             except OSError:
                 logger.exception("metering flush failed; the records are kept for the next one")
                 self.meter.requeue(records)
-        await self._ship(ship_deadline)
+        if ship:
+            await self._ship(ship_deadline)
 
     async def _ship(self, deadline: float | None = None) -> None:
         assert self._flushing is not None

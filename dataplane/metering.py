@@ -503,6 +503,8 @@ class MeteringShipper:
         self.store = store
         self.shipped = 0
         self.failures = 0
+        self._lock = threading.Lock()
+        self.failing = False  # the last upload failed (shutdown then leaves the files for the next run)
 
     def pending(self) -> list[Path]:
         if not self.outbox.is_dir():
@@ -512,6 +514,10 @@ class MeteringShipper:
     def ship(self, deadline: float | None = None) -> int:
         """Upload what waits (oldest names first); raises the store's error after counting it.
         ``deadline`` (monotonic): stop starting uploads after it."""
+        with self._lock:  # a cancelled caller's thread may still be running
+            return self._ship(deadline)
+
+    def _ship(self, deadline: float | None) -> int:
         done = 0
         for path in self.pending():
             if deadline is not None and time.monotonic() > deadline:
@@ -521,7 +527,9 @@ class MeteringShipper:
                 self._upload(key, path)
             except Exception:
                 self.failures += 1
+                self.failing = True
                 raise
+            self.failing = False
             path.unlink()
             _prune_empty(path.parent, self.outbox)
             done += 1
