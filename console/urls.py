@@ -96,6 +96,8 @@ urlpatterns = [
     path("platform/brokers/", platform.broker_registry, name="platform-brokers"),
     *_platform_crud("clusters", "cluster"),
     *_platform_crud("broker-groups", "brokergroup"),
+    path("platform/broker-groups/<str:pk>/", platform.broker_group_detail, name="brokergroup-detail"),
+    path("platform/broker-groups/<str:pk>/live/", platform.broker_group_live, name="brokergroup-live"),
     *_platform_crud("nodes", "node"),
     path("platform/audit/", audit.platform_audit, name="platform-audit"),
     path("platform/jobs/", billing.job_runs, name="platform-jobs"),

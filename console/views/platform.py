@@ -12,6 +12,8 @@ from django.db.models import Model
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
 
 from console.access import actor_of, operator_view
 from console.actions import attempt, changes_of
@@ -25,12 +27,14 @@ from console.forms import (
 )
 from console.views.common import paginate, render_list
 from tenants.models import BrokerCluster, BrokerGroup, BrokerNode, Plan, Tenant
-from tenants.services import clusters, queries
+from tenants.services import broker_status, clusters, queries
 from tenants.services import tenants as tenant_services
 from tenants.services.audit import Actor
 
 __all__ = (
     "PLATFORM_RESOURCES",
+    "broker_group_detail",
+    "broker_group_live",
     "broker_registry",
     "plan_list",
     "platform_home",
@@ -235,4 +239,34 @@ def broker_registry(request: HttpRequest) -> HttpResponse:
             "groups": queries.broker_groups(),
             "nodes": queries.broker_nodes(),
         },
+    )
+
+
+def _broker_group(pk: str) -> BrokerGroup:
+    group = BrokerGroup.objects.select_related("cluster").filter(pk=pk).first() if pk.isdigit() else None
+    if group is None:
+        raise Http404("No such broker group.")
+    return group
+
+
+@operator_view
+def broker_group_detail(request: HttpRequest, pk: str) -> HttpResponse:
+    """A broker group's nodes; their live HA and tiered-storage state loads as a fragment."""
+    group = _broker_group(pk)
+    return render(
+        request,
+        "console/platform/broker_group.html",
+        {"group": group, "nodes": queries.broker_nodes().filter(group=group)},
+    )
+
+
+@never_cache
+@operator_view
+def broker_group_live(request: HttpRequest, pk: str) -> HttpResponse:
+    """What every node of the group answers now (an htmx fragment the page polls)."""
+    group = _broker_group(pk)
+    return render(
+        request,
+        "console/platform/_broker_group_live.html",
+        {"group": group, "states": broker_status.broker_group_status(group), "sampled_at": timezone.now()},
     )
