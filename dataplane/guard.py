@@ -65,7 +65,8 @@ class Guard:
             security, nodes=s.quota_nodes, burst_s=s.quota_burst_s, storage_bytes=self.storage.tenant_bytes
         )
         outbox = s.data_dir / OUTBOX_DIR
-        self.meter = UsageMeter(outbox, s.broker_name, s.data_dir)
+        node = (s.ha_node or s.listen) if s.controller else ""
+        self.meter = UsageMeter(outbox, s.broker_name, s.data_dir, node=node)
         store = metering_store_settings(
             s.metering_dir,
             s.data_dir,

@@ -256,10 +256,19 @@ class UsageMeter:
     outbox, shipped from there); ``state_dir`` holds the checkpoint and the journal."""
 
     def __init__(
-        self, root: Path, broker: str, state_dir: Path, clock: Callable[[], float] = time.time
+        self,
+        root: Path,
+        broker: str,
+        state_dir: Path,
+        clock: Callable[[], float] = time.time,
+        node: str = "",
     ) -> None:
         self.root = root
         self.broker = broker
+        # Who counted: nodes of one HA group share the broker name, and each counts only the calls it
+        # served, so their minutes need ids and file names of their own (or a failover in the middle
+        # of a minute would replace one node's total by the other's, and their keys could collide).
+        self.writer = f"{broker}.{re.sub(r'[^A-Za-z0-9_.-]', '_', node)}" if node else broker
         self._state_path = state_dir / STATE_FILE
         self._clock = clock
         self._minutes: dict[tuple[str, int], _Counters] = {}
@@ -380,7 +389,7 @@ class UsageMeter:
         c = self._minutes[(tenant, minute)]
         text = _minute_str(minute)
         return {
-            "id": _record_id("usage", self.broker, tenant, text),
+            "id": _record_id("usage", self.writer, tenant, text),
             "kind": "usage",
             "minute": text,
             "broker": self.broker,
@@ -411,7 +420,7 @@ class UsageMeter:
             first = min(epoch for epoch, _ in items)
             day = datetime.fromtimestamp(hour * 3600, UTC)
             directory = self.root / tree / f"date={day:%Y-%m-%d}" / f"hour={day:%H}"
-            path = directory / f"{self.broker}-{first}-{self._seq}.jsonl"
+            path = directory / f"{self.writer}-{first}-{self._seq}.jsonl"
             lines = [json.dumps({**record, "written_at": written_at}, sort_keys=False) for _, record in items]
             _write_atomic(path, ("\n".join(lines) + "\n").encode())
             paths.append(path)

@@ -79,3 +79,23 @@ def test_a_failed_write_keeps_the_counts_for_the_next_checkpoint(tmp_path: Path)
     recovered.flush()
     usage = next(iter(latest(outbox).values()))
     assert (usage["messages_in"], usage["bytes_in"]) == (2, 30)
+
+
+def test_nodes_of_one_ha_group_write_their_own_ids_and_files(tmp_path: Path) -> None:
+    # the master counts part of a minute, fails over, and the new master counts the rest
+    old = UsageMeter(tmp_path / "outbox", "group-a", tmp_path / "n1", clock=lambda: NOW, node="10.0.0.1:8081")
+    new = UsageMeter(
+        tmp_path / "outbox", "group-a", tmp_path / "n2", clock=lambda: NOW + 5, node="10.0.0.2:8081"
+    )
+    old.count_in("acme", [10, 10])
+    new.count_in("acme", [10])
+    paths = old.flush() + new.flush()
+    assert len({p.name for p in paths}) == 2
+    assert all(p.name.startswith("group-a.10.0.0.") for p in paths)
+    usage = [r for r in latest(tmp_path / "outbox").values() if r["kind"] == "usage"]
+    assert sorted(r["messages_in"] for r in usage) == [1, 2]  # both totals survive de-duplication
+    assert {r["broker"] for r in usage} == {"group-a"}
+    # a standalone broker keeps the plain broker name
+    solo = UsageMeter(tmp_path / "solo", "broker-0", tmp_path / "n3", clock=lambda: NOW)
+    solo.count_call("acme", "SendMessage")
+    assert solo.flush()[0].name.startswith("broker-0-")
