@@ -52,6 +52,7 @@ urlpatterns = [
     # tenant pages
     path("t/<slug:namespace>/", home.overview, name="overview"),
     path("t/<slug:namespace>/overview/lag/", consumers.overview_lag, name="overview-lag"),
+    path("t/<slug:namespace>/overview/storage/", home.overview_storage, name="overview-storage"),
     path("t/<slug:namespace>/topics/", topics.topic_list, name="topic-list"),
     *_crud("topics", "topic", topics.topic_views, NAME),
     path(f"t/<slug:namespace>/topics/{NAME}/", topics.topic_detail, name="topic-detail"),

@@ -5,11 +5,12 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
+from django.views.decorators.cache import never_cache
 
 from console.access import SESSION_TENANT, Scope, tenant_view
-from tenants.services import alerts, authz, queries
+from tenants.services import alerts, authz, queries, storage
 
-__all__ = ("SWITCHABLE_SECTIONS", "home", "overview", "switch_tenant")
+__all__ = ("SWITCHABLE_SECTIONS", "home", "overview", "overview_storage", "switch_tenant")
 
 # Pages that exist in every tenant: switching tenants keeps you on the same kind of page.
 SWITCHABLE_SECTIONS = frozenset(
@@ -69,4 +70,15 @@ def overview(request: HttpRequest, scope: Scope) -> HttpResponse:
             "fired": alerts.recent_alerts(scope.tenant),
             "recent": queries.audit_events(scope.tenant)[:8],
         },
+    )
+
+
+@never_cache
+@tenant_view()
+def overview_storage(request: HttpRequest, scope: Scope) -> HttpResponse:
+    """Storage held on the brokers against the quota (an htmx fragment of the overview)."""
+    return render(
+        request,
+        "console/_overview_storage.html",
+        {"scope": scope, "storage": storage.tenant_storage(scope.tenant)},
     )

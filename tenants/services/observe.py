@@ -12,6 +12,7 @@ from tenants.services.gateway_views import ClientInfo
 from tenants.services.provisioning import get_gateway
 
 __all__ = (
+    "cluster_nodes",
     "group_clients",
     "group_lag",
     "group_nodes",
@@ -42,6 +43,13 @@ def _serving(broker_group_ids: set[int]) -> list[BrokerNode]:
     for node in nodes.order_by("group_id", "broker_id"):
         chosen.setdefault(node.group_id, node)
     return sorted(chosen.values(), key=lambda n: n.group.name)
+
+
+def cluster_nodes(cluster_id: int) -> list[BrokerNode]:
+    """The serving node (master) of every broker group of a cluster."""
+    from tenants.models import BrokerGroup
+
+    return _serving(set(BrokerGroup.objects.filter(cluster_id=cluster_id).values_list("pk", flat=True)))
 
 
 def topic_nodes(topic: Topic) -> list[BrokerNode]:
