@@ -7,6 +7,9 @@ DATA_DIR ?= .data
 CLUSTER_DIR ?= .cluster
 PYTEST_ARGS ?=
 SOAK_DURATION ?= 30m
+# make bench: each harness's short mode by default (BENCH_FLAGS= for the full runs); BENCH=a,b for some
+BENCH_FLAGS ?= --quick
+BENCH ?=
 
 .PHONY: help uv venv run test test-fast lint format proto bench soak clean cluster-up cluster-down
 
@@ -16,7 +19,7 @@ help:
 	@echo "make test-fast  unit tier only (-m 'not slow and not integration')"
 	@echo "make lint       ruff and mypy"
 	@echo "make proto      regenerate gRPC stubs from proto/ into mqcloud/"
-	@echo "make bench      run the benchmark harnesses in bench/"
+	@echo "make bench      run the benchmark harnesses in bench/ (BENCH=store_bench for one); regenerate docs/benchmarks.md"
 	@echo "make cluster-up the production topology as processes on loopback (cluster-down stops it)"
 	@echo "make soak       load + random SIGKILL/SIGSTOP on that topology for SOAK_DURATION (30m); docs/reliability.md"
 
@@ -50,8 +53,7 @@ proto: venv
 	$(UV) run python scripts/gen_proto.py
 
 bench: venv
-	@mkdir -p bench/results
-	@for b in bench/*_bench.py; do echo "== $$b"; $(UV) run python $$b --quick --json bench/results/$$(basename $$b .py).json || exit 1; done
+	$(UV) run python -m bench.run_all $(BENCH_FLAGS) $(if $(BENCH),--only $(BENCH))
 
 soak: venv
 	$(UV) run python scripts/soak.py --duration $(SOAK_DURATION) --report docs/reliability.md

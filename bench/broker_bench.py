@@ -104,6 +104,8 @@ def our_broker(flush: str) -> Iterator[str]:
         "0",
         "--flush",
         flush,
+        # development mode: the bench creates its topic through the admin API without a token
+        "--dev",
     ]
     try:
         with process(argv, port):
