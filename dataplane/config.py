@@ -113,6 +113,10 @@ class BrokerSettings(BaseSettings):
     tls_key_file: Path | None = None
     # Quotas (docs/security.md): limits are cluster-wide; this node enforces limit / quota_nodes.
     quota_nodes: int = Field(default=1, ge=1)
+    # With peers (admin HOST:PORTs of the other nodes serving the cluster's writes) a node enforces its
+    # share of the tenant's / topic's queues instead, re-read from them every quota_rebalance_s.
+    quota_peers: list[str] = Field(default_factory=list)
+    quota_rebalance_s: float = Field(default=30.0, gt=0)
     quota_burst_s: float = Field(default=1.0, gt=0)
     # Metering (docs/metering.md): root directory or file:// URL, default {data_dir}/../metering.
     metering_dir: str = ""

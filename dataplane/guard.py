@@ -30,16 +30,35 @@ from dataplane.metering import (
     metering_store_settings,
 )
 from dataplane.names import namespace_from_metadata, qualify
-from dataplane.quota import QuotaEnforcer, StorageQuotaExceeded, TooManyRequests
+from dataplane.quota import QueueShares, QuotaEnforcer, StorageQuotaExceeded, TooManyRequests
 from dataplane.storage_usage import StorageUsage, tenant_topic
 from dataplane.store.errors import StoreError
 from dataplane.store.tiered.object_store import open_object_store
 from dataplane.tenant_metrics import TenantMetrics
+from mqcloud.admin_client import BrokerAdminClient
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 
 __all__ = ("Admission", "Guard")
 
 logger = logging.getLogger(__name__)
+
+
+def _queue_shares(broker: Broker) -> QueueShares:
+    """Queue shares from this node's topics and the peers' (their admin API, operator token)."""
+    s = broker.settings
+    token = s.admin_token.get_secret_value() if s.admin_token else None
+    tls = (
+        s.tls_cert_file is not None
+    )  # peers serve TLS as this node does; roots: GRPC_DEFAULT_SSL_ROOTS_FILE_PATH
+
+    def local() -> dict[str, int]:
+        return {name: t.queue_count for name, t in list(broker.metadata.topics.items())}
+
+    def fetch(peer: str) -> dict[str, int]:
+        with BrokerAdminClient(peer, token=token, tls=tls, timeout=min(s.quota_rebalance_s, 5.0)) as admin:
+            return {t.name: t.queue_count for t in admin.list_topics()}
+
+    return QueueShares(local, s.quota_peers, fetch)
 
 
 class Admission:
@@ -61,8 +80,13 @@ class Guard:
         security = broker.metadata.security
         self.auth = Authenticator(security, dev_mode=s.dev_mode)
         self.storage = StorageUsage(broker.store)
+        self.shares = _queue_shares(broker) if s.quota_peers else None
         self.quotas = QuotaEnforcer(
-            security, nodes=s.quota_nodes, burst_s=s.quota_burst_s, storage_bytes=self.storage.tenant_bytes
+            security,
+            nodes=s.quota_nodes,
+            burst_s=s.quota_burst_s,
+            storage_bytes=self.storage.tenant_bytes,
+            shares=self.shares,
         )
         outbox = s.data_dir / OUTBOX_DIR
         node = (s.ha_node or s.listen) if s.controller else ""
@@ -179,6 +203,8 @@ class Guard:
             self._tasks.append(asyncio.create_task(self._every(interval, job)))
         self._tasks.append(asyncio.create_task(self._every_async(s.metering_flush_s, self.flush)))
         self._tasks.append(asyncio.create_task(self._every_async(JOURNAL_SYNC_S, self._sync_journal)))
+        if self.shares is not None:
+            self._tasks.append(asyncio.create_task(self._rebalance_quotas(s.quota_rebalance_s)))
         if self.shipper.pending():  # files a previous run closed but did not upload
             self._tasks.append(asyncio.create_task(self._ship()))
         self.metrics.add_gauges(self._gauges)
@@ -219,6 +245,15 @@ class Guard:
             except (OSError, StoreError) as exc:
                 left = len(self.shipper.pending())
                 logger.warning("metering upload failed (%s); %d files kept locally and retried", exc, left)
+
+    async def _rebalance_quotas(self, interval: float) -> None:
+        assert self.shares is not None
+        while True:
+            try:
+                await asyncio.to_thread(self.shares.refresh)
+            except Exception:
+                logger.exception("quota shares: refresh failed")
+            await asyncio.sleep(interval)
 
     async def _sync_journal(self) -> None:
         if self.meter.journal.dirty:
@@ -278,6 +313,10 @@ class Guard:
             lag[key] = (msgs + s.lag_messages, max(ms, s.lag_ms))
         self._lag = lag
 
+    def security_namespaces(self) -> set[str]:
+        """Namespaces with a tenant-wide quota."""
+        return {ns for ns, topic, group in list(self.quotas.security.quotas) if not topic and not group}
+
     def _gauges(self) -> Iterator[GaugeMetricFamily]:
         lag = GaugeMetricFamily(
             "mq_tenant_consumer_lag_messages", "Consumer lag", labels=["tenant", "group", "topic"]
@@ -306,6 +345,15 @@ class Guard:
         yield GaugeMetricFamily(
             "mq_metering_upload_failures", "Failed metering uploads (retried)", value=self.shipper.failures
         )
+        if self.shares is not None:
+            share = GaugeMetricFamily(
+                "mq_tenant_quota_share",
+                "Part of the tenant's rate limits this node enforces",
+                labels=["tenant"],
+            )
+            for ns in sorted(self.security_namespaces()):
+                share.add_metric([ns], self.quotas.share(ns))
+            yield share
         storage = GaugeMetricFamily("mq_tenant_storage_bytes", "Bytes held in the store", labels=["tenant"])
         for ns, size in self.storage.tenant_totals().items():
             storage.add_metric([ns], size)

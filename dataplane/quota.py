@@ -1,10 +1,13 @@
 """Quotas on the data path: token buckets for produce and consume rates, storage, message size and
 connections, all read from the limits the control plane pushed (``SecurityStore``).
 
-Rates are cluster-wide limits; a broker enforces ``limit / quota_nodes`` (its share when producers
-and consumers spread over the ``quota_nodes`` nodes that serve the tenant, as clients do when queues
-are placed round-robin). A request that does not fit answers TOO_MANY_REQUESTS at once: nothing
-waits, so a tenant at its limit costs the broker one refused call, not a queue.
+Rates are cluster-wide limits. A broker enforces its share of them: with ``quota_peers`` (the other
+nodes serving the cluster) the share of the tenant's queues it holds (a topic's own limit: its share
+of that topic's queues), re-read from the peers every ``quota_rebalance_s``; without peers, or until
+every peer has answered once, ``1 / quota_nodes``. Clients spread their traffic over a topic's queues,
+so a node holding three of a tenant's four queues sees three quarters of its traffic. A request that
+does not fit answers TOO_MANY_REQUESTS at once: nothing waits, so a tenant at its limit costs the
+broker one refused call, not a queue.
 
 Buckets hold at most ``burst_s`` seconds of their rate. Produce takes messages and bytes before the
 write (all buckets or none); consume is admitted while the buckets are not in debt, the receive batch
@@ -15,14 +18,24 @@ next receive).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from dataplane.errors import BodyTooLarge, BrokerError, Forbidden
 from dataplane.security_store import SecurityStore
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 
-__all__ = ("ConnectionTracker", "QuotaEnforcer", "StorageQuotaExceeded", "TokenBucket", "TooManyRequests")
+__all__ = (
+    "ConnectionTracker",
+    "QueueShares",
+    "QuotaEnforcer",
+    "StorageQuotaExceeded",
+    "TokenBucket",
+    "TooManyRequests",
+)
+
+logger = logging.getLogger(__name__)
 
 
 class TooManyRequests(BrokerError):
@@ -111,6 +124,65 @@ class ConnectionTracker:
         return {ns: len(c) for ns, c in self._clients.items() if c}
 
 
+class QueueShares:
+    """This node's share of each tenant's and each topic's queues over the nodes serving the cluster.
+
+    ``local`` gives this node's queue count per qualified topic (``ns%topic``); ``fetch(peer)`` a peer's
+    (its admin API). ``refresh`` (blocking: run it off the event loop) asks every peer, keeps the
+    last answer of one that fails, and recomputes; until every peer has answered once, every share is
+    the even split ``1 / (1 + len(peers))``.
+    """
+
+    def __init__(
+        self,
+        local: Callable[[], Mapping[str, int]],
+        peers: Sequence[str],
+        fetch: Callable[[str], Mapping[str, int]],
+    ) -> None:
+        self.peers = list(peers)
+        self.even = 1.0 / (1 + len(self.peers))
+        self._local = local
+        self._fetch = fetch
+        self._known: dict[str, dict[str, int]] = {}
+        self.tenants: dict[str, float] = {}  # replaced whole by recompute (readers see one version)
+        self.topics: dict[str, float] = {}
+
+    def of(self, namespace: str, topic: str = "") -> float:
+        if topic:
+            share = self.topics.get(topic)
+            if share is not None:
+                return share
+        return self.tenants.get(namespace, self.even)
+
+    def refresh(self) -> None:
+        for peer in self.peers:
+            try:
+                self._known[peer] = dict(self._fetch(peer))
+            except Exception as exc:  # noqa: BLE001 - a peer down keeps its last counts
+                logger.warning("quota shares: peer %s did not answer (%s); using its last counts", peer, exc)
+        self.recompute()
+
+    def recompute(self) -> None:
+        if len(self._known) < len(self.peers):
+            self.tenants, self.topics = {}, {}
+            return
+        mine = dict(self._local())
+        topic_total: dict[str, int] = {}
+        for counts in (mine, *self._known.values()):
+            for topic, queues in counts.items():
+                topic_total[topic] = topic_total.get(topic, 0) + max(queues, 0)
+        tenant_mine: dict[str, int] = {}
+        tenant_total: dict[str, int] = {}
+        for topic, total in topic_total.items():
+            ns, sep, _ = topic.partition("%")
+            if not sep:
+                continue  # system topics: no tenant
+            tenant_total[ns] = tenant_total.get(ns, 0) + total
+            tenant_mine[ns] = tenant_mine.get(ns, 0) + mine.get(topic, 0)
+        self.topics = {t: mine.get(t, 0) / total for t, total in topic_total.items() if total > 0}
+        self.tenants = {ns: tenant_mine[ns] / total for ns, total in tenant_total.items() if total > 0}
+
+
 class QuotaEnforcer:
     """Token buckets keyed by (scope, limit name), built lazily from the pushed limits."""
 
@@ -122,17 +194,25 @@ class QuotaEnforcer:
         burst_s: float = 1.0,
         storage_bytes: Callable[[str], int] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        shares: QueueShares | None = None,
     ) -> None:
         self.security = security
         self.nodes = max(nodes, 1)
+        self.shares = shares
         self.burst_s = burst_s
         self._storage_bytes = storage_bytes
         self._clock = clock
         self._buckets: dict[tuple[str, str, str, str], TokenBucket] = {}
         self.connections = ConnectionTracker()
 
+    def share(self, namespace: str, topic: str = "") -> float:
+        """The part of a cluster-wide limit this node enforces (of a topic's own limit with ``topic``)."""
+        if self.shares is None:
+            return 1.0 / self.nodes
+        return self.shares.of(namespace, topic)
+
     def _bucket(self, scope: tuple[str, str, str], limit_name: str, limit: int, now: float) -> TokenBucket:
-        rate = limit / self.nodes
+        rate = limit * self.share(scope[0], scope[1])
         capacity = max(rate * self.burst_s, 1.0)
         key = (*scope, limit_name)
         bucket = self._buckets.get(key)

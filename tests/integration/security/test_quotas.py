@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,9 +13,10 @@ import pytest
 
 from mqcloud.admin_client import BrokerAdminClient
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
+from tests.conftest import free_port
 from tests.integration.broker.conftest import V2, BrokerProcess, messages, status_code
 
-from .conftest import ADMIN_TOKEN, client, secure_broker_process, tenant
+from .conftest import ADMIN_TOKEN, FAST_METERING, client, secure_broker_process, tenant
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -165,3 +168,71 @@ def test_storage_size_and_connection_limits(secure_broker: BrokerProcess, op: Br
             third.close()
     finally:
         v2.close()
+
+
+def _share(metrics_port: int, ns: str) -> float | None:
+    """``mq_tenant_quota_share{tenant=ns}`` from a node's metrics endpoint (None while absent)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=2) as response:
+            text = response.read().decode()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(f'mq_tenant_quota_share{{tenant="{ns}"}}'):
+            return float(line.split()[-1])
+    return None
+
+
+def test_a_tenant_limit_splits_by_each_nodes_share_of_its_queues(tmp_path: Path) -> None:
+    # given: two nodes that know each other; acme has 3 queues on node-0 and 1 on node-1
+    ports = [free_port() for _ in range(2)]
+    metrics = [free_port() for _ in range(2)]
+    nodes = [
+        BrokerProcess(
+            tmp_path / f"b{i}",
+            ports[i],
+            dev=False,
+            metrics_listen=str(metrics[i]),
+            env={
+                **FAST_METERING,
+                "MQ_BROKER_BROKER_NAME": f"node-{i}",
+                "MQ_BROKER_QUOTA_PEERS": json.dumps([f"127.0.0.1:{ports[1 - i]}"]),
+                "MQ_BROKER_QUOTA_REBALANCE_S": "0.5",
+            },
+        )
+        for i in range(2)
+    ]
+    clients: list[list[V2]] = []
+    try:
+        for i, node in enumerate(nodes):
+            node.start()
+            with BrokerAdminClient(node.target, token=ADMIN_TOKEN) as admin:
+                admin.create_topic("acme%orders", queue_count=3 if i == 0 else 1, namespace="acme")
+                admin.put_access_key("AKacme", secret_key="secret-of-acme", namespace="acme")
+                admin.put_quota("acme", {"produce_messages_per_s": 120})
+            clients.append([client(node, "acme", ("AKacme", "secret-of-acme")) for _ in range(2)])
+        deadline = time.monotonic() + 20
+        while [_share(m, "acme") for m in metrics] != [0.75, 0.25]:
+            assert time.monotonic() < deadline, [_share(m, "acme") for m in metrics]
+            time.sleep(0.2)
+        # when: producers send to both nodes as fast as they can, at the same time
+        rates: dict[int, float] = {}
+
+        def measure(i: int) -> None:
+            rates[i], _ = _measure([lambda c=c: c.send("orders").status.code for c in clients[i]])
+
+        threads = [threading.Thread(target=measure, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        for pair in clients:
+            for c in pair:
+                c.close()
+        for node in nodes:
+            node.kill()
+    # then: each node admits its queue share of the limit, and the sum is the limit
+    assert 90 * 0.9 <= rates[0] <= 90 * 1.1, rates
+    assert 30 * 0.9 <= rates[1] <= 30 * 1.1, rates
+    assert 120 * 0.9 <= rates[0] + rates[1] <= 120 * 1.1, rates
