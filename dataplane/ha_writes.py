@@ -10,6 +10,7 @@ batch that could not get its copies answers HA_NOT_AVAILABLE or SLAVE_PERSISTENC
 from __future__ import annotations
 
 import dataclasses
+import hmac
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -19,8 +20,11 @@ from dataplane.ha.auth import replication_key
 from dataplane.ha.node import HANode, HANodeConfig
 from dataplane.metadata import GroupConfig, MetadataStore, TopicConfig, TopicType
 from dataplane.metrics import watch_ha
+from dataplane.pop_replication import PopReplicator
+from dataplane.receipt import ReceiptCodec
 from dataplane.store.message import MessageToStore, PutResult
 from dataplane.store.status import PutMessageStatus
+from dataplane.timer import RecallCodec
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 
 if TYPE_CHECKING:
@@ -75,8 +79,12 @@ def build_ha(broker: Broker) -> HANode | None:
     store = broker.store
     store.writable = False  # until the controller names this node the master
     offsets = store.consumer_offsets
+    pop_replicator: PopReplicator | None = None
+    timers = getattr(broker, "timers", None)
 
     def promoted() -> None:
+        if pop_replicator is not None:
+            pop_replicator.catch_up()
         # Half messages that arrived by replication are not in the check service's memory yet.
         if broker.transactions is not None:
             try:
@@ -84,14 +92,33 @@ def build_ha(broker: Broker) -> HANode | None:
             except Exception:
                 logger.exception("transaction recovery after promotion failed")
 
+    def truncated(offset: int) -> None:
+        if pop_replicator is not None:
+            pop_replicator.rebuild()
+        if timers is not None:
+            timers.on_truncated()
+
     node = HANode(
         store,
         config,
         meta_snapshot=lambda: take_snapshot(broker.metadata, offsets),
         apply_meta=lambda snap: apply_snapshot(broker.metadata, offsets, snap),
         on_promoted=promoted,
+        on_truncated=truncated,
     )
     watch_ha(node)
+    # Receipt and recall handles are signed with a key of the group, so a handle issued by the old
+    # master is accepted by the new one (their POP state and timers replicate through the CommitLog).
+    if hasattr(broker, "receipts"):
+        broker.receipts = ReceiptCodec(hmac.digest(config.key, b"mqcloud-receipt-handles", "sha256"))
+        broker.recalls = RecallCodec(hmac.digest(config.key, b"mqcloud-recall-handles", "sha256"))
+    pop = getattr(broker, "pop", None)
+    if pop is not None:
+        pop_replicator = PopReplicator(pop, store, config.node, node.writable)
+        pop_replicator.start(broker._loop)
+    if timers is not None:
+        timers.can_deliver = node.writable
+        timers.publish_progress = True
     if hasattr(store, "set_tier_hooks"):  # tiered storage: only a writable master offloads, and
         # only what the SyncStateSet holds (docs/tiered-storage.md)
         store.set_tier_hooks(confirmed_offset=node.confirmed_offset, is_master=node.writable)

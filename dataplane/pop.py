@@ -14,6 +14,11 @@ FIFO groups also keep, per queue, the message group of each in-flight offset (``
 *held* offsets: messages the cursor has passed while their message group had a message in flight;
 they are delivered, oldest first, once that group is free. Both are journaled like the rest.
 
+Replication (HA, ``dataplane/pop_replication.py``): with a ``sink`` set, the journal lines of every
+change (one RPC's batch at a time) are also handed to it, and the master writes them into the
+CommitLog; a replica applies them with :meth:`apply_replicated`. ``cl_next`` is the next record of
+that CommitLog topic not yet reflected here (persisted in the snapshot and as ``cl`` records).
+
 All methods run on the asyncio loop thread; there is no locking.
 """
 
@@ -110,6 +115,9 @@ class PopState:
         self._journal_records = 0
         self._batch_depth = 0
         self._dirty = False
+        self.cl_next = 0
+        self.sink: Callable[[list[str]], None] | None = None
+        self._outbox: list[str] = []
         self._load()
         self._journal = open(self._dir / "journal.log", "a")  # noqa: SIM115 - closed in close()
 
@@ -119,6 +127,9 @@ class PopState:
         snapshot = self._dir / "snapshot.json"
         if snapshot.exists():
             for item in json.loads(snapshot.read_text()):
+                if "cl" in item:
+                    self.cl_next = int(item["cl"])
+                    continue
                 pos = QueuePosition(item["next"])
                 for e in item["inflight"]:
                     pos.in_flight[e[0]] = InFlight(e[0], e[1], e[2], e[3], len(e) > 4 and bool(e[4]))
@@ -139,6 +150,9 @@ class PopState:
                     self._journal_records += 1
 
     def _apply(self, r: dict[str, Any]) -> None:
+        if r["op"] == "cl":
+            self.cl_next = int(r["next"])
+            return
         key = (r["g"], r["t"], r["q"])
         pos = self._positions.get(key)
         if pos is None:
@@ -171,8 +185,10 @@ class PopState:
         self._apply(record)
         self._append_line(json.dumps(record, separators=(",", ":")) + "\n")
 
-    def _append_line(self, line: str) -> None:
+    def _append_line(self, line: str, replicate: bool = True) -> None:
         self._journal.write(line)
+        if replicate and self.sink is not None:
+            self._outbox.append(line)
         self._journal_records += 1
         if self._batch_depth:
             self._dirty = True
@@ -186,6 +202,32 @@ class PopState:
         self._journal.flush()
         if self._sync:
             os.fsync(self._journal.fileno())
+        if self._outbox:
+            lines, self._outbox = self._outbox, []
+            if self.sink is not None:
+                self.sink(lines)
+
+    def apply_replicated(self, body: bytes, cl_next: int) -> None:
+        """Apply the journal lines of one replicated CommitLog record (not handed to the sink) and
+        remember that records below ``cl_next`` are applied."""
+        with self.batch():
+            for line in body.decode().splitlines():
+                if not line:
+                    continue
+                record = json.loads(line)
+                if record.get("op") == "cl":
+                    continue
+                self._apply(record)
+                self._append_line(line + "\n", replicate=False)
+            self._apply({"op": "cl", "next": cl_next})
+            self._append_line(f'{{"op":"cl","next":{int(cl_next)}}}\n', replicate=False)
+
+    def clear(self, cl_next: int) -> None:
+        """Forget every position (a replica about to rebuild its state from the CommitLog)."""
+        self._positions.clear()
+        self._outbox.clear()
+        self.cl_next = cl_next
+        self.compact()
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -219,6 +261,7 @@ class PopState:
                 item["groups"] = [[o, mg] for o, mg in pos.groups.items()]
                 item["held"] = sorted(pos.held)
             items.append(item)
+        items.append({"cl": self.cl_next})
         tmp = self._dir / "snapshot.json.tmp"
         with open(tmp, "w") as f:
             json.dump(items, f)

@@ -51,9 +51,11 @@ class HAClient:
         apply_meta: Callable[[dict[str, Any]], None] | None = None,
         *,
         key: bytes,
+        on_truncated: Callable[[int], None] | None = None,
     ) -> None:
         self.store = store
         self.key = key
+        self.on_truncated = on_truncated
         self.epochs = epochs
         self.group = group
         self.node = node
@@ -127,6 +129,8 @@ class HAClient:
                 welcome.get("epoch"),
             )
             store.truncate_to(start)
+            if self.on_truncated is not None:
+                self.on_truncated(start)
         self.epochs.replace(EpochEntry(int(e), int(s)) for e, s in welcome["epochs"])
         write_frame(writer, FrameType.REPORT, REPORT.pack(store.max_physical_offset))
         await writer.drain()

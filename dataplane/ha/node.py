@@ -64,6 +64,7 @@ class HANode:
         meta_snapshot: Callable[[], dict[str, Any]] | None = None,
         apply_meta: Callable[[dict[str, Any]], None] | None = None,
         on_promoted: Callable[[], None] | None = None,
+        on_truncated: Callable[[int], None] | None = None,
     ) -> None:
         self.store = store
         self.config = config
@@ -80,6 +81,7 @@ class HANode:
         )
         self.apply_meta = apply_meta
         self.on_promoted = on_promoted
+        self.on_truncated = on_truncated  # the replica dropped a divergent tail at this offset
         self.role = c.ROLE_UNSPECIFIED
         self.master = c.NodeAddress()
         self.master_epoch = 0
@@ -282,6 +284,7 @@ class HANode:
             resp.master.ha_address,
             self.apply_meta,
             key=self.config.key,
+            on_truncated=self.on_truncated,
         )
         self.client.start()
         logger.warning(

@@ -13,6 +13,12 @@ Flow (RocketMQ's TimerMessageStore):
 4. A recall stores a delete message (``TIMER_DEL_OFFSET``) in the same topic; the dispatcher turns
    it into a delete marker in the same slot, and the scanner skips the entry it names.
 
+Under HA (docs/ha.md) only a writable master delivers. Its re-put batches end with a progress
+record in :data:`PROGRESS_TOPIC` (``{"s": second, "d": second done, "o": [timer cl offsets]}``),
+written in the same ``put_messages`` call, so the CommitLog says how far delivery went. A replica's
+scanner does not deliver: it follows those records (:meth:`TimerMessageStore._follow`), and on
+promotion resumes after the last delivered second, skipping the entries of a half-delivered one.
+
 The checkpoint (every ``checkpoint_interval_ms``) records the delivered second, the timer log end
 and the next ConsumeQueue offset, after fsyncing the timer log, the wheel and the CommitLog. After a
 crash the timer log is replayed from the checkpointed end (records carry their queue offset), so
@@ -22,6 +28,7 @@ again (at least once).
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -47,6 +54,7 @@ from dataplane.timer.timer_log import (
 from dataplane.timer.wheel import Slot, TimerWheel
 
 __all__ = (
+    "PROGRESS_TOPIC",
     "P_DELIVER_MS",
     "P_REAL_QID",
     "P_REAL_TOPIC",
@@ -61,6 +69,7 @@ __all__ = (
 logger = logging.getLogger(__name__)
 
 TIMER_TOPIC = "rmq_sys_wheel_timer"
+PROGRESS_TOPIC = "rmq_sys_timer_progress"
 P_REAL_TOPIC = "REAL_TOPIC"
 P_REAL_QID = "REAL_QID"
 P_TIMER_OUT_MS = "TIMER_OUT_MS"
@@ -68,6 +77,15 @@ P_TIMER_DEL_OFFSET = "TIMER_DEL_OFFSET"
 P_DELIVER_MS = "__STARTDELIVERTIME"
 _DISPATCH_BATCH = 1024
 _PUT_BATCH = 512
+_PROGRESS_TAIL = 64  # progress records read back to find the last second and its delivered entries
+
+
+def _always() -> bool:
+    return True
+
+
+class _Deposed(Exception):
+    """This node stopped being a writable master in the middle of a second's delivery."""
 
 
 class RecallTooLate(Exception):
@@ -147,6 +165,13 @@ class TimerMessageStore:
         self._last_checkpoint = 0.0
         self.delivered = 0  # counters (tests, metrics)
         self.recalled = 0
+        # HA: deliver only while this returns True (a writable master); record progress in the log
+        self.can_deliver: Callable[[], bool] = _always
+        self.publish_progress = False
+        self._following = False
+        self._progress_seen = 0  # progress-topic queue offset read up to
+        self._skip: set[int] = set()  # timer cl offsets the previous master delivered already
+        self._skip_second = -1
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -341,6 +366,17 @@ class TimerMessageStore:
     def _scan_loop(self) -> None:
         while self._running:
             try:
+                if not self.can_deliver():
+                    self._following = True
+                    self._follow()
+                    if time.monotonic() - self._last_checkpoint >= self.checkpoint_interval_ms / 1000:
+                        self.checkpoint()
+                    self._scan_wake.wait(0.1)
+                    self._scan_wake.clear()
+                    continue
+                if self._following:  # just promoted: first what the previous master recorded
+                    self._following = False
+                    self._follow()
                 second = self._next_second
                 wait_ms = second * 1000 - self._now_ms()  # absolute: no drift from the work done
                 since = time.monotonic() - self._last_checkpoint
@@ -361,6 +397,12 @@ class TimerMessageStore:
                     self._next_second = second + 1
                 self._deliver(second, entries)
                 self._delivered_second = second + 1
+            except _Deposed:
+                # the rest of the second is delivered by whoever is master next (this node again:
+                # after the progress records of what it delivered, see _follow)
+                logger.warning("timer delivery of second %d stopped: no longer a writable master", second)
+                with self._lock:
+                    self._next_second = min(self._next_second, second)
             except Exception:
                 logger.exception("timer scan failed")
                 time.sleep(0.5)
@@ -372,6 +414,10 @@ class TimerMessageStore:
             with self._lock:
                 self._append([(MAGIC_ENTRY, e.cl_offset, e.deliver_ms, -1) for e in later])
             entries = [e for e in entries if e.deliver_ms < slot_end_ms]
+        if self._skip:
+            entries = [e for e in entries if e.cl_offset not in self._skip]
+            if second > self._skip_second:
+                self._skip = set()
         entries.sort(key=lambda e: e.deliver_ms)
         i = 0
         while i < len(entries) and self._running:
@@ -383,28 +429,81 @@ class TimerMessageStore:
             j = i
             while j < len(entries) and j - i < _PUT_BATCH and entries[j].deliver_ms <= now:
                 j += 1
-            self._put([e.cl_offset for e in entries[i:j]])
+            self._put([e.cl_offset for e in entries[i:j]], second, j == len(entries))
             i = j
         if i < len(entries):
             raise RuntimeError("timer scanner stopped mid-second")  # shutdown: the second stays undelivered
 
-    def _put(self, offsets: list[int]) -> None:
+    def _put(self, offsets: list[int], second: int = -1, last: bool = True) -> None:
         msgs = []
         for offset in offsets:
             try:
-                msgs.append(_real_message(self.store.look_message_by_offset(offset)))
+                stored = self.store.look_message_by_offset(offset)
             except Exception:
                 logger.exception("timer entry at commitlog offset %d is unreadable; dropped", offset)
+                continue
+            if stored.topic != TIMER_TOPIC or P_TIMER_DEL_OFFSET in stored.properties:
+                # a timer-log record left from a CommitLog tail that was truncated (HA rejoin)
+                logger.warning("timer entry at commitlog offset %d is not a timer message; dropped", offset)
+                continue
+            msgs.append(_real_message(stored))
+        delivered = len(msgs)
+        if self.publish_progress and (msgs or last):
+            progress = {"s": second, "d": last, "o": offsets}
+            msgs.append(
+                MessageToStore(PROGRESS_TOPIC, 0, json.dumps(progress, separators=(",", ":")).encode())
+            )
         while msgs and self._running:
+            if not self.can_deliver():
+                raise _Deposed
             result = self.store.put_messages(msgs)
-            if result.status is PutMessageStatus.PUT_OK:
-                self.delivered += len(msgs)
-                return
-            if result.status is PutMessageStatus.FLUSH_DISK_TIMEOUT:
-                self.delivered += len(msgs)
+            if result.status in (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT):
+                self.delivered += delivered
                 return
             logger.warning("timer re-put refused (%s); retrying", result.status)
             time.sleep(0.1)
+
+    #
+    # HA: follow the master's delivery progress (the progress topic), recover from truncation
+    #
+
+    def _follow(self) -> None:
+        """Adopt the delivery progress recorded in the CommitLog (scanner thread)."""
+        end = int(self.store.get_max_offset_in_queue(PROGRESS_TOPIC, 0))
+        if end <= self._progress_seen:
+            return
+        start = max(int(self.store.get_min_offset_in_queue(PROGRESS_TOPIC, 0)), end - _PROGRESS_TAIL)
+        result = self.store.get_messages(PROGRESS_TOPIC, 0, start, max_count=end - start)
+        records = []
+        for msg in result.messages:
+            try:
+                value = json.loads(msg.body)
+                records.append((int(value["s"]), bool(value["d"]), [int(o) for o in value["o"]]))
+            except (ValueError, KeyError, TypeError):
+                logger.warning("timer progress record %d is unreadable; skipped", msg.queue_offset)
+        self._progress_seen = end
+        if not records:
+            return
+        second = max(r[0] for r in records)
+        same = [r for r in records if r[0] == second]
+        done = any(r[1] for r in same)
+        with self._lock:
+            delivered = second + 1 if done else second
+            self._next_second = max(self._next_second, delivered)
+            self._delivered_second = max(self._delivered_second, delivered)
+            self._skip = set() if done else {o for r in same for o in r[2]}
+            self._skip_second = second
+
+    def on_truncated(self) -> None:
+        """The CommitLog was truncated (HA rejoin): read the timer queue again from where it now ends,
+        and take the delivery progress from what remains."""
+        with self._lock:
+            end = int(self.store.get_max_offset_in_queue(TIMER_TOPIC, 0))
+            if self._queue_offset > end:
+                logger.warning("timer queue truncated: dispatching again from offset %d", end)
+                self._queue_offset = end
+            self._progress_seen = 0
+            self._skip = set()
 
     #
     # Recall

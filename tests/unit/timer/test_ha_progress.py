@@ -1,0 +1,96 @@
+"""Timers under HA: a node that may not deliver follows the progress records in the CommitLog and,
+once it may, delivers only what the previous master did not (docs/ha.md)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dataplane.store import MessageStore, MessageStoreConfig, MessageToStore
+from dataplane.timer import TimerMessageStore, to_timer_message
+from dataplane.timer.service import PROGRESS_TOPIC
+
+TOPIC = "ns%delayed"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[MessageStore]:
+    s = MessageStore(MessageStoreConfig(tmp_path / "store", mapped_file_size_commit_log=1 << 20))
+    s.start()
+    yield s
+    s.shutdown()
+
+
+def _wait_for(pred: object, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+def _bodies(store: MessageStore) -> list[bytes]:
+    return [m.body for m in store.get_messages(TOPIC, 0, 0, max_count=100).messages]
+
+
+def _progress(store: MessageStore) -> list[dict[str, object]]:
+    return [json.loads(m.body) for m in store.get_messages(PROGRESS_TOPIC, 0, 0, max_count=100).messages]
+
+
+def test_follower_skips_what_the_master_delivered(store: MessageStore, tmp_path: Path) -> None:
+    master = [False]
+    timers = TimerMessageStore(store, tmp_path / "timer", max_delay_ms=60_000, checkpoint_interval_ms=200)
+    timers.can_deliver = lambda: master[0]
+    timers.publish_progress = True
+    timers.start()
+    try:
+        # given three timers of one second (and one of the next), and a progress record saying the
+        # previous master delivered the first of them before it died mid-second
+        second = int(time.time()) + 2
+        msgs = [
+            to_timer_message(
+                MessageToStore(TOPIC, 0, b"t%d" % i, {"UNIQ_KEY": f"id{i}"}), second * 1000 + 100
+            )
+            for i in range(3)
+        ]
+        msgs.append(to_timer_message(MessageToStore(TOPIC, 0, b"t3"), (second + 1) * 1000 + 100))
+        offsets = [e.physical_offset for e in store.put_messages(msgs).entries]
+        record = {"s": second, "d": False, "o": [offsets[0]]}
+        assert store.put_messages([MessageToStore(PROGRESS_TOPIC, 0, json.dumps(record).encode())]).ok
+        # when their time passes on a node that may not deliver: nothing is delivered
+        time.sleep(max(0.0, second + 2.3 - time.time()))
+        assert _bodies(store) == []
+        # when it becomes the master: the rest of the half-delivered second and the next one
+        master[0] = True
+        _wait_for(lambda: len(_bodies(store)) == 3)
+        time.sleep(0.5)
+        assert sorted(_bodies(store)) == [b"t1", b"t2", b"t3"]
+        # and its own deliveries are recorded: that second done, then the next
+        progress = _progress(store)[1:]
+        assert progress[0] == {"s": second, "d": True, "o": offsets[1:3]}
+        assert progress[-1] == {"s": second + 1, "d": True, "o": [offsets[3]]}
+    finally:
+        timers.shutdown()
+
+
+def test_losing_the_lease_stops_delivery(store: MessageStore, tmp_path: Path) -> None:
+    master = [True]
+    timers = TimerMessageStore(store, tmp_path / "timer", max_delay_ms=60_000, checkpoint_interval_ms=200)
+    timers.can_deliver = lambda: master[0]
+    timers.publish_progress = True
+    timers.start()
+    try:
+        deliver_ms = int(time.time() * 1000) + 1200
+        store.put_messages([to_timer_message(MessageToStore(TOPIC, 0, b"a"), deliver_ms)])
+        _wait_for(lambda: _bodies(store) == [b"a"])
+        master[0] = False
+        store.put_messages([to_timer_message(MessageToStore(TOPIC, 0, b"b"), deliver_ms + 1000)])
+        time.sleep(max(0.0, (deliver_ms + 1800) / 1000 - time.time()))
+        assert _bodies(store) == [b"a"]
+        master[0] = True
+        _wait_for(lambda: _bodies(store) == [b"a", b"b"])
+    finally:
+        timers.shutdown()
