@@ -211,6 +211,12 @@ CELERY_BEAT_SCHEDULE: dict[str, Any] = {
         "schedule": 60.0,
         "options": {"expires": 60.0},
     },
+    # Every active group's lag, for the group page's lag-over-time chart.
+    "sample-group-lag": {
+        "task": "tenants.sample_group_lag",
+        "schedule": 60.0,
+        "options": {"expires": 60.0},
+    },
     # Yesterday's billing and lag reports (plus changed late days), every night at MQ_ANALYTICS_NIGHTLY_AT.
     **{
         f"analytics-{job}-nightly": {

@@ -20,6 +20,8 @@ __all__ = (
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_QUEUE_COUNT",
     "DEFAULT_RETENTION_HOURS",
+    "LAG_HISTORY_MAX_POINTS",
+    "LAG_HISTORY_RETENTION",
     "MAX_QUEUE_COUNT",
     "NAMESPACE_SEPARATOR",
     "PROVISION_MAX_RETRIES",
@@ -67,3 +69,8 @@ ALERT_DLQ_COUNT_CAP = 256
 ALERT_RENOTIFY_AFTER = timedelta(hours=1)
 # A webhook receiver that hangs must not hold the evaluation of every other rule.
 ALERT_WEBHOOK_TIMEOUT_S = 5.0
+
+# Lag history (one sample per group per minute): kept a week, about 10k rows per group.
+LAG_HISTORY_RETENTION = timedelta(days=7)
+# A chart gets at most this many points; longer ranges keep each bucket's highest lag.
+LAG_HISTORY_MAX_POINTS = 360

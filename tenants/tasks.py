@@ -17,7 +17,7 @@ from tenants.constants import (
     PROVISION_RETRY_BACKOFF_S,
 )
 from tenants.errors import AnalyticsJobFailed, BrokerUnavailable
-from tenants.services import alerts, analytics, provisioning
+from tenants.services import alerts, analytics, lag_history, provisioning
 
 __all__ = (
     "evaluate_alert_rules_task",
@@ -26,6 +26,7 @@ __all__ = (
     "reconcile_brokers_task",
     "reconcile_node_task",
     "run_analytics_job_task",
+    "sample_group_lag_task",
 )
 
 logger = logging.getLogger(__name__)
@@ -124,3 +125,10 @@ def evaluate_alert_rules_task() -> dict[str, Any]:
         "failed": report.failed,
         "unreachable_groups": report.unreachable_groups,
     }
+
+
+@shared_task(name="tenants.sample_group_lag", trail=False)
+def sample_group_lag_task() -> dict[str, Any]:
+    """Record every active group's lag (Celery beat, every minute) for the lag-over-time charts."""
+    report = lag_history.sample_group_lag()
+    return {"sampled": report.sampled, "pruned": report.pruned, "unreachable": report.unreachable}

@@ -13,7 +13,7 @@ from console.forms import ConsumerGroupEditForm, ConsumerGroupForm
 from console.views.common import paginate, pending, render_list
 from console.views.resources import TenantResource, resource_views
 from tenants.models import ConsumerGroup
-from tenants.services import groups, queries
+from tenants.services import groups, lag_history, queries
 from tenants.services.authz import Change
 
 __all__ = ("GROUPS", "group_detail", "group_list", "group_views")
@@ -49,4 +49,20 @@ def group_list(request: HttpRequest, scope: Scope) -> HttpResponse:
 @tenant_view()
 def group_detail(request: HttpRequest, scope: Scope, key: str) -> HttpResponse:
     group = GROUPS.get(scope, key)
-    return render(request, "console/groups/detail.html", {"scope": scope, "group": group})
+    span = request.GET.get("range", "24h")
+    if span not in lag_history.HISTORY_RANGES:
+        span = "24h"
+    points = lag_history.lag_history(group, lag_history.HISTORY_RANGES[span])
+    chart = {
+        "labels": [p.at.strftime("%m-%d %H:%M") for p in points],
+        "values": [p.lag for p in points],
+    }
+    context = {
+        "scope": scope,
+        "group": group,
+        "history": points,
+        "history_chart": chart,
+        "history_range": span,
+        "history_ranges": list(lag_history.HISTORY_RANGES),
+    }
+    return render(request, "console/groups/detail.html", context)

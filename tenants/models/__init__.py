@@ -6,6 +6,7 @@ from tenants.models.alerts import AlertEvent, AlertRule
 from tenants.models.analytics import Invoice, InvoiceLine, JobRun, LagDaily, UsageDaily
 from tenants.models.audit import AuditEvent
 from tenants.models.clusters import BrokerCluster, BrokerGroup, BrokerNode
+from tenants.models.lag import GroupLagSample
 from tenants.models.provisioned import ProvisionedModel
 from tenants.models.quotas import Quota
 from tenants.models.tenants import Membership, Plan, Tenant
@@ -21,6 +22,7 @@ __all__ = (
     "BrokerGroup",
     "BrokerNode",
     "ConsumerGroup",
+    "GroupLagSample",
     "Invoice",
     "InvoiceLine",
     "JobRun",

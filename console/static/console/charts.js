@@ -52,6 +52,21 @@
     if (root.querySelectorAll) root.querySelectorAll("[data-series]").forEach(sample);
   }
 
+  /* Stored series: <canvas data-points="<id of a json_script with {labels, values}>">. */
+  function drawStored(canvas) {
+    var source = document.getElementById(canvas.dataset.points);
+    var chart = chartFor(canvas.id);
+    if (!source || !chart) return;
+    var data = JSON.parse(source.textContent);
+    chart.data.labels = data.labels;
+    chart.data.datasets[0].data = data.values;
+    chart.data.datasets[0].pointRadius = data.values.length > 60 ? 0 : 2;
+    chart.update();
+  }
+
   document.addEventListener("htmx:afterSettle", function (event) { scan(event.detail.elt); });
-  document.addEventListener("DOMContentLoaded", function () { scan(document); });
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("canvas[data-points]").forEach(drawStored);
+    scan(document);
+  });
 })();
