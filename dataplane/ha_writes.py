@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hmac
 import logging
+import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ from dataplane.store.message import MessageToStore, PutResult
 from dataplane.store.status import PutMessageStatus
 from dataplane.timer import RecallCodec
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
+from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 
 if TYPE_CHECKING:
     from dataplane.broker import Broker
@@ -38,6 +40,7 @@ __all__ = (
     "before_put",
     "build_ha",
     "ha_status",
+    "reconnect_clients",
     "route_target",
     "take_snapshot",
 )
@@ -105,6 +108,7 @@ def build_ha(broker: Broker) -> HANode | None:
         apply_meta=lambda snap: apply_snapshot(broker.metadata, offsets, snap),
         on_promoted=promoted,
         on_truncated=truncated,
+        on_role_change=lambda: reconnect_clients(broker),
     )
     watch_ha(node)
     # Receipt and recall handles are signed with a key of the group, so a handle issued by the old
@@ -123,6 +127,25 @@ def build_ha(broker: Broker) -> HANode | None:
         # only what the SyncStateSet holds (docs/tiered-storage.md)
         store.set_tier_hooks(confirmed_offset=node.confirmed_offset, is_master=node.writable)
     return node
+
+
+def reconnect_clients(broker: Broker) -> int:
+    """Tell every client with a Telemetry stream here to reconnect (ReconnectEndpointsCommand): the
+    group's master changed, so its routes are stale. Returns how many were told."""
+    clients = getattr(broker, "clients", None)
+    if clients is None:
+        return 0
+    command = svc.TelemetryCommand(
+        reconnect_endpoints_command=svc.ReconnectEndpointsCommand(nonce=uuid.uuid4().hex)
+    )
+    told = 0
+    for session in clients.sessions():
+        if session.outbound is not None:
+            session.outbound.put_nowait(command)
+            told += 1
+    if told:
+        logger.info("role change: asked %d client(s) to reconnect", told)
+    return told
 
 
 def _required(broker: Broker, msgs: Sequence[MessageToStore]) -> int:

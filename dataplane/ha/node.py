@@ -65,6 +65,7 @@ class HANode:
         apply_meta: Callable[[dict[str, Any]], None] | None = None,
         on_promoted: Callable[[], None] | None = None,
         on_truncated: Callable[[int], None] | None = None,
+        on_role_change: Callable[[], object] | None = None,
     ) -> None:
         self.store = store
         self.config = config
@@ -82,6 +83,7 @@ class HANode:
         self.apply_meta = apply_meta
         self.on_promoted = on_promoted
         self.on_truncated = on_truncated  # the replica dropped a divergent tail at this offset
+        self.on_role_change = on_role_change  # after a role or master change (not the first role)
         self.role = c.ROLE_UNSPECIFIED
         self.master = c.NodeAddress()
         self.master_epoch = 0
@@ -96,6 +98,7 @@ class HANode:
         self._stub: Any = None
         self._tasks: list[asyncio.Task[None]] = []
         self._running = False
+        self._seen_epoch = 0
 
     #
     # Lifecycle
@@ -265,6 +268,7 @@ class HANode:
         logger.warning("now MASTER of %s (epoch %d, offset %d)", self.config.group, resp.master_epoch, start)
         if self.on_promoted is not None:
             self.on_promoted()
+        self._role_changed(resp.master_epoch)
 
     async def _become_replica(self, resp: c.BrokerHeartbeatResponse) -> None:
         was_master = self.role == c.MASTER
@@ -294,6 +298,16 @@ class HANode:
             resp.master_epoch,
             ", was master" if was_master else "",
         )
+        self._role_changed(resp.master_epoch)
+
+    def _role_changed(self, epoch: int) -> None:
+        # The first role a node takes after starting is no change for the clients.
+        first, self._seen_epoch = self._seen_epoch == 0, epoch
+        if not first and self.on_role_change is not None:
+            try:
+                self.on_role_change()
+            except Exception:
+                logger.exception("role change hook failed")
 
     #
     # Status

@@ -1,13 +1,18 @@
 """Real processes: POP in-flight state, acks and timer progress survive a master failover, because
-they travel through the CommitLog (rmq_sys_pop_state, rmq_sys_timer_progress; docs/ha.md)."""
+they travel through the CommitLog (rmq_sys_pop_state, rmq_sys_timer_progress; docs/ha.md); the
+promoted node tells its Telemetry clients to reconnect."""
 
 from __future__ import annotations
 
+import queue
 import signal
+import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
 from mqcloud.admin_client import BrokerAdminClient
@@ -32,6 +37,33 @@ def _send_delay(v2: V2, deliver_ms: int, body: bytes) -> None:
     msg = pb.Message(topic=v2.res("later"), body=body, system_properties=sp)
     resp = v2.stub.SendMessage(svc.SendMessageRequest(messages=[msg]), metadata=v2.md, timeout=10)
     assert resp.status.code == pb.Code.OK, resp.status
+
+
+def _telemetry(v2: V2, stop: threading.Event) -> queue.Queue[svc.TelemetryCommand]:
+    """A consumer's Telemetry stream; what the broker pushes on it goes into the queue."""
+    settings = pb.Settings(
+        client_type=pb.ClientType.SIMPLE_CONSUMER,
+        subscription=pb.Subscription(group=v2.res("workers")),
+        user_agent=pb.UA(language=pb.Language.PYTHON, version="5.1.2"),
+    )
+
+    def commands() -> Iterator[svc.TelemetryCommand]:
+        yield svc.TelemetryCommand(settings=settings)
+        stop.wait(60)
+
+    stream = v2.stub.Telemetry(commands(), metadata=v2.md, timeout=60)
+    received: queue.Queue[svc.TelemetryCommand] = queue.Queue()
+
+    def read() -> None:
+        try:
+            for command in stream:
+                received.put(command)
+        except grpc.RpcError:
+            pass  # cancelled at the end of the test
+
+    threading.Thread(target=read, daemon=True).start()
+    assert received.get(timeout=10).status.code == pb.Code.OK  # the settings answer
+    return received
 
 
 def _caught_up(cluster: HACluster, master: HABroker) -> None:
@@ -77,12 +109,22 @@ def test_pop_state_and_timers_survive_failover(tmp_path: Path) -> None:
         assert [m.body for m in early] == [b"early"]
         assert consumer.ack("workers", "later", early[0]).status.code == pb.Code.OK
         _caught_up(cluster, master)
+        # and a client with a Telemetry stream to the replica
+        stop = threading.Event()
+        replica = next(n for n in cluster.nodes if n is not master)
+        pushed = _telemetry(V2(replica.target), stop)
 
         # when the master dies before the late delay message is due
         assert time.time() * 1000 < late_ms - 6000
         master.signal(signal.SIGKILL)
         new = cluster.wait_master(exclude=master.node)
         assert time.time() < received_at + INVISIBLE_S - 2, "failover took too long for this test"
+        # then the promoted node tells its clients to reconnect (their routes are stale)
+        assert new is replica
+        command = pushed.get(timeout=5)
+        assert command.WhichOneof("command") == "reconnect_endpoints_command"
+        assert command.reconnect_endpoints_command.nonce
+        stop.set()
 
         # then the in-flight messages are still invisible and the acked ones gone
         reader = V2(new.target)
