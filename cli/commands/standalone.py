@@ -2,7 +2,9 @@
 
 Migrates the embedded database, creates the demo operator and tenant, then runs the control plane
 (uvicorn, :8000), a Celery worker with beat on the filesystem transport, and a broker node (:8081).
-Ctrl-C or SIGTERM stops every child and leaves nothing running.
+With ``--controller HOST:PORT`` it also runs an HA controller (SQLite file in the data dir) and the
+broker joins it as a one-node group (docs/ha.md). Ctrl-C or SIGTERM stops every child and leaves
+nothing running.
 """
 
 from __future__ import annotations
@@ -56,9 +58,22 @@ def standalone(
     metrics: Annotated[
         str, typer.Option(help="Broker Prometheus HOST:PORT ('' to disable).")
     ] = "127.0.0.1:5557",
+    controller: Annotated[
+        str,
+        typer.Option(
+            help="Also run an HA controller on this HOST:PORT (e.g. 127.0.0.1:9878) and make the "
+            "broker a one-node group of it ('' for none)."
+        ),
+    ] = "",
+    ha_listen: Annotated[
+        str, typer.Option(help="Broker replication HOST:PORT (with --controller).")
+    ] = "127.0.0.1:10912",
 ) -> None:
     """Run the control plane, Celery worker + beat and a broker until Ctrl-C."""
     http_host, http_port = _split(http)
+    if controller:
+        _split(controller)
+        _split(ha_listen)
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
@@ -126,6 +141,19 @@ def standalone(
             ],
             cwd=REPO_ROOT,
         )
+        if controller and with_broker:
+            db = f"sqlite:///{data_dir / 'controller.db'}"
+            supervisor.start(
+                "controller",
+                [python, "-m", "cli.main", "controller", "start", "--listen", controller, "--db", db],
+                cwd=REPO_ROOT,
+            )
+            # The broker's replication key comes from its admin token (set above).
+            supervisor.env.update(
+                MQ_BROKER_CONTROLLER=controller,
+                MQ_BROKER_HA_LISTEN=ha_listen,
+                MQ_BROKER_HA_NODE=supervisor.env.get("MQ_BROKER_HA_NODE", "standalone-0"),
+            )
         if with_broker:
             broker_argv = [
                 python,
@@ -148,7 +176,7 @@ def standalone(
         if with_broker:
             demo_args += ["--broker", broker]
         demo = json.loads(supervisor.run_once("bootstrap", demo_args).stdout.strip().splitlines()[-1])
-        _print_banner(demo, data_dir, with_broker)
+        _print_banner(demo, data_dir, with_broker, controller if with_broker else "")
         while True:
             exited = supervisor.first_exited()
             if exited is not None:
@@ -199,7 +227,7 @@ def _wait_healthy(supervisor: Supervisor, url: str) -> None:
     output.abort(f"the control plane did not answer {url} within {HEALTH_TIMEOUT_S:.0f} s")
 
 
-def _print_banner(demo: dict[str, object], data_dir: Path, with_broker: bool) -> None:
+def _print_banner(demo: dict[str, object], data_dir: Path, with_broker: bool, controller: str = "") -> None:
     console = demo["console"]
     api = demo["api"]
     assert isinstance(console, dict) and isinstance(api, dict)
@@ -213,6 +241,8 @@ def _print_banner(demo: dict[str, object], data_dir: Path, with_broker: bool) ->
     ]
     if with_broker and isinstance(demo.get("broker"), dict):
         lines.append(f"  broker       {demo['broker']['endpoint']}  (RocketMQ v2 gRPC)")  # type: ignore[index]
+    if controller:
+        lines.append(f"  controller   {controller}  (HA; the broker is a one-node group)")
     tenant = demo.get("tenant")
     if isinstance(tenant, dict):
         lines.append(
