@@ -154,3 +154,39 @@ def test_tls_with_the_official_python_client_and_our_sdk(
     finally:
         env.admin.close()
         env.broker.kill()
+
+
+def test_tls_with_the_official_nodejs_client(py_client: Path, node_client: Path, tmp_path: Path) -> None:
+    ca, cert, key = make_test_ca(tmp_path)
+    env = make_interop(
+        py_client,
+        node_client,
+        tmp_path,
+        token=TOKEN,
+        env={"MQ_BROKER_TLS_CERT_FILE": str(cert), "MQ_BROKER_TLS_KEY_FILE": str(key)},
+        ca=ca,
+    )
+    roots = {"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(ca)}  # read by @grpc/grpc-js for createSsl()
+    creds = (AK, SECRET)
+    try:
+        env.admin.put_access_key(AK, secret_key=SECRET, namespace=NAMESPACE)
+        topic, group = env.topic(), env.group()
+        # the official Node.js client with sslEnabled: true sends and receives over TLS
+        sent = env.run(
+            "node", "produce", topic, count=3, prefix="node-tls", credentials=creds, tls=True, env=roots
+        )
+        assert len(sent["sent"]) == 3
+        got = env.run(
+            "node", "simple", topic, group, count=3, timeout=30, credentials=creds, tls=True, env=roots
+        )
+        assert sorted(m["body"] for m in got["received"]) == [f"node-tls-{i}" for i in range(3)]
+        assert {m["message_id"] for m in got["received"]} == {m["message_id"] for m in sent["sent"]}
+        # without the switch (plaintext against the TLS port) it cannot even fetch a route
+        proc = env.run_raw("node", "produce", topic, count=1, timeout=10, credentials=creds)
+        assert proc.returncode != 0 and "Failed to fetch topic routes" in proc.stderr, proc.stderr[-1500:]
+        # with the switch but without the test CA the server's certificate is not trusted
+        proc = env.run_raw("node", "produce", topic, count=1, timeout=10, credentials=creds, tls=True)
+        assert proc.returncode != 0 and "Failed to fetch topic routes" in proc.stderr, proc.stderr[-1500:]
+    finally:
+        env.admin.close()
+        env.broker.kill()

@@ -1,16 +1,18 @@
 // Drive the official RocketMQ 5 Node.js client (npm rocketmq-client-nodejs) against a broker.
 // Prints one JSON object on the last stdout line.
-//   node node_driver.js produce|simple|push|redeliver --endpoint H:P --namespace NS --topic T
-//        --group G --count N --prefix P [--invisible S] [--timeout S]
+//   node node_driver.js produce|simple|push|redeliver|fifo-produce|delay-produce|tx-produce
+//        --endpoint H:P --namespace NS --topic T --group G --count N --prefix P [--invisible S]
+//        [--timeout S] [--delay S] [--ak AK --sk SK] [--tls 1]
 'use strict';
 const { Producer, SimpleConsumer, PushConsumer, ConsumeResult } = require('rocketmq-client-nodejs');
 
 const silent = { info() {}, warn() {}, error() {}, debug() {}, log() {} };
 
 function parse(argv) {
-  const a = { mode: argv[0], namespace: '', group: '', count: 10, prefix: 'node', invisible: 3, timeout: 30 };
+  const a = { mode: argv[0], namespace: '', group: '', count: 10, prefix: 'node', invisible: 3, timeout: 30,
+    delay: 5 };
   for (let i = 1; i < argv.length; i += 2) a[argv[i].replace(/^--/, '')] = argv[i + 1];
-  for (const k of ['count', 'invisible', 'timeout']) a[k] = Number(a[k]);
+  for (const k of ['count', 'invisible', 'timeout', 'delay']) a[k] = Number(a[k]);
   return a;
 }
 
@@ -23,6 +25,8 @@ function view(m) {
     properties: Object.fromEntries(m.properties || new Map()),
     delivery_attempt: m.deliveryAttempt,
     corrupted: !!m.corrupted,
+    message_group: m.messageGroup === undefined ? null : m.messageGroup,
+    received_at: Date.now() / 1000,
   };
 }
 
@@ -117,8 +121,80 @@ async function push(a) {
   return { received: got };
 }
 
+async function fifoProduce(a) {
+  // count messages over three message groups, in order within each group
+  const p = new Producer(opts(a, { topics: [a.topic] }));
+  await p.startup();
+  const sent = [];
+  try {
+    for (let i = 0; i < a.count; i++) {
+      const group = `${a.prefix}-g${i % 3}`;
+      const seq = Math.floor(i / 3);
+      const r = await p.send({ topic: a.topic, body: Buffer.from(`${group}-${seq}`), messageGroup: group });
+      sent.push({ message_id: r.messageId, message_group: group, seq });
+    }
+  } finally {
+    await p.shutdown();
+  }
+  return { sent };
+}
+
+async function delayProduce(a) {
+  // count messages due --delay seconds from now (a whole second, as the Python driver)
+  const p = new Producer(opts(a, { topics: [a.topic] }));
+  await p.startup();
+  const sent = [];
+  try {
+    const due = Math.floor(Date.now() / 1000) + Math.floor(a.delay);
+    for (let i = 0; i < a.count; i++) {
+      const r = await p.send({ topic: a.topic, body: Buffer.from(`${a.prefix}-${i}`),
+        deliveryTimestamp: new Date(due * 1000) });
+      sent.push({ message_id: r.messageId, due });
+    }
+  } finally {
+    await p.shutdown();
+  }
+  return { sent };
+}
+
+const COMMIT = 1;
+const ROLLBACK = 2;
+
+async function txProduce(a) {
+  // transactions ended by the client (commit, rollback) and left open for the broker's check-back
+  const asked = [];
+  const checker = {
+    async check(m) {
+      asked.push(m.messageId);
+      return m.properties.get('decision') === 'check-commit' ? COMMIT : ROLLBACK;
+    },
+  };
+  const p = new Producer(opts(a, { topics: [a.topic], checker }));
+  await p.startup();
+  const sent = [];
+  try {
+    for (let i = 0; i < a.count; i++) {
+      const decision = [ 'commit', 'rollback', 'check-commit', 'check-rollback' ][i % 4];
+      const tx = p.beginTransaction();
+      const r = await p.send({ topic: a.topic, body: Buffer.from(`${a.prefix}-${i}`),
+        properties: new Map([[ 'decision', decision ]]) }, tx);
+      if (decision === 'commit') await tx.commit();
+      else if (decision === 'rollback') await tx.rollback();
+      sent.push({ message_id: r.messageId, decision });
+    }
+    const open = sent.filter(x => x.decision.startsWith('check')).map(x => x.message_id);
+    const deadline = Date.now() + a.timeout * 1000;
+    while (Date.now() < deadline && !open.every(id => asked.includes(id))) await sleep(200);
+    await sleep(1000); // let the last answers go out
+  } finally {
+    await p.shutdown();
+  }
+  return { sent, asked: [...new Set(asked)].sort() };
+}
+
 const a = parse(process.argv.slice(2));
-const modes = { produce, simple, push, redeliver };
+const modes = { produce, simple, push, redeliver, 'fifo-produce': fifoProduce, 'delay-produce': delayProduce,
+  'tx-produce': txProduce };
 modes[a.mode](a).then(r => {
   process.stdout.write(JSON.stringify(r) + '\n');
   process.exit(0);
