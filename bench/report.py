@@ -217,8 +217,9 @@ def _machine(m: dict[str, Any]) -> str:
     )
 
 
-def render(records: list[dict[str, Any]], charts: dict[str, str]) -> str:
-    """The generated section (markers included); ``charts``: harness -> chart path relative to the doc."""
+def render(records: list[dict[str, Any]], charts: dict[str, str], harnesses: Iterable[str] = ()) -> str:
+    """The generated section (markers included); ``charts``: harness -> chart path relative to the doc;
+    ``harnesses``: every harness there is, so those without a record yet are named."""
     out = [BEGIN, "## Latest `make bench` figures (generated)", ""]
     if not records:
         out += ["No records yet: run `make bench`.", "", END]
@@ -232,6 +233,14 @@ def render(records: list[dict[str, Any]], charts: dict[str, str]) -> str:
         "",
         "Machine: " + "; ".join(sorted(machines)) + ".",
         "",
+    ]
+    missing = sorted(set(harnesses) - {r["bench"] for r in records})
+    if missing:
+        out += [
+            f"Not measured by `make bench` yet (earlier figures are below): {', '.join(missing)}.",
+            "",
+        ]
+    out += [
         "### Side-by-side comparisons",
         "",
     ]
@@ -350,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     records = load(args.data)
     charts = write_charts(records, args.charts)
-    section = render(records, {k: _relative_to(args.doc, p) for k, p in charts.items()})
+    harnesses = [p.stem for p in (REPO / "bench").glob("*_bench.py")]
+    section = render(records, {k: _relative_to(args.doc, p) for k, p in charts.items()}, harnesses)
     update_doc(args.doc, section)
     print(f"{args.doc}: {len(records)} harnesses, {len(charts)} charts in {args.charts}")
     return 0
