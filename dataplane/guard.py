@@ -98,13 +98,14 @@ class Guard:
             region=s.tier_region,
             access_key_id=s.tier_access_key_id,
             secret_access_key=s.tier_secret_access_key.get_secret_value(),
-            timeout_s=s.tier_request_timeout_s,
+            timeout_s=min(s.tier_request_timeout_s, 10.0),  # files of a few KiB; shutdown waits on it
         )
         self.shipper = MeteringShipper(outbox, open_object_store(store))
         self.metrics = TenantMetrics()
         self._lag: dict[tuple[str, str, str], tuple[int, int]] = {}
         self._tasks: list[asyncio.Task[None]] = []
-        self._flushing: asyncio.Lock | None = None
+        self._writing: asyncio.Lock | None = None
+        self._shipping: asyncio.Lock | None = None
 
     # Admission (loop thread, every v2 call)
 
@@ -191,7 +192,8 @@ class Guard:
     # Background loops
 
     def start(self) -> None:
-        self._flushing = asyncio.Lock()
+        self._writing = asyncio.Lock()
+        self._shipping = asyncio.Lock()
         self.storage.rescan()
         self._sample_storage()
         s = self.settings
@@ -212,8 +214,10 @@ class Guard:
     async def stop(self) -> None:
         """Stop the loops and write what was counted (after the gRPC server stopped)."""
         self.metrics.remove_gauges(self._gauges)
-        for task in self._tasks:
-            task.cancel()
+        assert self._writing is not None
+        async with self._writing:  # never cancel a flush between its checkpoint and its files
+            for task in self._tasks:
+                task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -226,8 +230,8 @@ class Guard:
 
     async def flush(self, ship: bool = True, ship_deadline: float | None = None) -> None:
         """Close the changed minutes and the samples into outbox files, then ship the outbox."""
-        assert self._flushing is not None
-        async with self._flushing:
+        assert self._writing is not None
+        async with self._writing:
             records, state = self.meter.snapshot()
             try:
                 await asyncio.to_thread(self.meter.write, records, state)
@@ -238,8 +242,8 @@ class Guard:
             await self._ship(ship_deadline)
 
     async def _ship(self, deadline: float | None = None) -> None:
-        assert self._flushing is not None
-        async with self._flushing:
+        assert self._shipping is not None
+        async with self._shipping:
             try:
                 await asyncio.to_thread(self.shipper.ship, deadline)
             except (OSError, StoreError) as exc:

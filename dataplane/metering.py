@@ -276,6 +276,7 @@ class UsageMeter:
         self._extra: list[tuple[str, int, dict[str, Any]]] = []  # (tree, epoch s, record)
         self._seq = 0
         self._last_written = 0.0
+        self._write_lock = threading.Lock()
         self.journal = MeteringJournal(state_dir / JOURNAL_DIR)
         self.recovered = 0  # journal entries replayed at start-up
         self.journal.open(self._load())
@@ -408,6 +409,10 @@ class UsageMeter:
         segments the state covers. Any thread."""
         if not records:
             return []
+        with self._write_lock:  # checkpoints go out in the order they were taken
+            return self._write(records, state)
+
+    def _write(self, records: list[tuple[str, int, dict[str, Any]]], state: dict[str, Any]) -> list[Path]:
         groups: dict[tuple[str, int], list[tuple[int, dict[str, Any]]]] = {}
         for tree, epoch, record in records:
             groups.setdefault((tree, epoch // 3600), []).append((epoch, record))
