@@ -94,3 +94,30 @@ def test_losing_the_lease_stops_delivery(store: MessageStore, tmp_path: Path) ->
         _wait_for(lambda: _bodies(store) == [b"a", b"b"])
     finally:
         timers.shutdown()
+
+
+def test_truncated_timer_queue_is_dispatched_again(store: MessageStore, tmp_path: Path) -> None:
+    master = [False]
+    timers = TimerMessageStore(store, tmp_path / "timer", max_delay_ms=60_000, checkpoint_interval_ms=200)
+    timers.can_deliver = lambda: master[0]
+    timers.start()
+    try:
+        # given a timer message the wheel took in, on a CommitLog tail that is then truncated (a
+        # deposed master rejoining), and the new master's data written over the same offsets
+        deliver_ms = int(time.time() * 1000) + 1500
+        keep = store.put_messages([MessageToStore("ns%other", 0, b"kept")]).entries[0]
+        store.put_messages([to_timer_message(MessageToStore(TOPIC, 0, b"divergent"), deliver_ms)])
+        _wait_for(lambda: timers._queue_offset == 1)
+        store.truncate_to(keep.physical_offset + keep.size)
+        timers.on_truncated()
+        store.put_messages([MessageToStore("ns%other", 0, b"x" * 40)])
+        store.put_messages([to_timer_message(MessageToStore(TOPIC, 0, b"new"), deliver_ms)])
+        # when this node delivers
+        master[0] = True
+        # then the new timer message (same timer queue offset as the divergent one) is delivered,
+        # and the stale wheel entry, now pointing at another message, is not
+        _wait_for(lambda: _bodies(store) == [b"new"])
+        time.sleep(1.0)
+        assert _bodies(store) == [b"new"]
+    finally:
+        timers.shutdown()
