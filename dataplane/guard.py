@@ -349,6 +349,11 @@ class Guard:
         yield GaugeMetricFamily(
             "mq_metering_upload_failures", "Failed metering uploads (retried)", value=self.shipper.failures
         )
+        yield GaugeMetricFamily(
+            "mq_metering_journal_write_errors",
+            "Metering journal appends that failed (counts kept in memory only until the next flush)",
+            value=self.meter.journal.write_errors,
+        )
         if self.shares is not None:
             share = GaugeMetricFamily(
                 "mq_tenant_quota_share",

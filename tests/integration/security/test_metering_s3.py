@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,17 @@ def wait_for(condition: Any, timeout: float, what: str) -> None:
         time.sleep(0.2)
 
 
+def gauge(broker: BrokerProcess, name: str) -> float:
+    """A gauge without labels from the broker's metrics endpoint (-1 while it cannot be read)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_listen}/metrics", timeout=2) as r:
+            text = r.read().decode()
+    except OSError:
+        return -1
+    values = [float(line.split()[-1]) for line in text.splitlines() if line.startswith(f"{name} ")]
+    return values[0] if values else -1
+
+
 def exchange(broker: BrokerProcess, creds: tuple[str, str], sizes: list[int], receive: int) -> int:
     """Send bodies of ``sizes``, receive + ack ``receive`` messages; returns the bytes received."""
     v2 = client(broker, "acme", creds)
@@ -105,6 +117,7 @@ def test_metering_files_reach_s3_once_across_an_outage_and_a_sigkill(
 ) -> None:
     # given: a broker shipping metering to S3, flushing every second
     broker = secure_broker_process(tmp_path / "broker", **s3_env(moto, "1"))
+    broker.metrics_listen = str(free_port())
     broker.start()
     try:
         with BrokerAdminClient(broker.target, token=ADMIN_TOKEN) as op:
@@ -124,6 +137,11 @@ def test_metering_files_reach_s3_once_across_an_outage_and_a_sigkill(
         received += exchange(broker, creds, more, receive=2)
         sent += more
         wait_for(lambda: any("usage/" in k for k in outbox_files(broker)), 30, "files kept in the outbox")
+        # and the metrics say so
+        wait_for(
+            lambda: gauge(broker, "mq_metering_upload_failures") >= 1, 60, "a failed upload in the metrics"
+        )
+        assert gauge(broker, "mq_metering_outbox_files") >= 1
         # and the broker is killed while uploads hang
         broker.kill()
         pending = outbox_files(broker)
