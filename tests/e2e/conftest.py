@@ -56,15 +56,23 @@ class Stack:
     access_key: str
     secret_key: str
     log: Path
+    env: dict[str, str]
 
     def logs(self) -> str:
         return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
+
+    def run_task(self, name: str) -> None:
+        """Run a Celery beat task (e.g. ``sample_group_lag_task``) once, against the stack's database."""
+        code = f"from tenants import tasks; tasks.{name}.apply().get()"
+        manage = [sys.executable, str(REPO_ROOT / "manage.py"), "shell", "-c", code]
+        subprocess.run(manage, cwd=REPO_ROOT, env=self.env, check=True, timeout=120, capture_output=True)
 
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("console-e2e")
-    broker = BrokerProcess(root / "broker", free_port())
+    # metrics on: the overview's storage card reads the broker's Prometheus endpoint
+    broker = BrokerProcess(root / "broker", free_port(), metrics_listen=f"127.0.0.1:{free_port()}")
     broker.start()
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
@@ -84,7 +92,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             [*manage, "migrate", "--noinput", "-v0"], cwd=REPO_ROOT, env=env, check=True, timeout=180
         )
         seeded = subprocess.run(
-            [sys.executable, str(Path(__file__).parent / "seed_stack.py"), broker.target],
+            [
+                sys.executable,
+                str(Path(__file__).parent / "seed_stack.py"),
+                broker.target,
+                broker.metrics_listen,
+            ],
             cwd=REPO_ROOT,
             env=env,
             check=True,
@@ -124,7 +137,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             if server.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the control plane did not start:\n" + log.read_text(errors="replace"))
             time.sleep(0.2)
-        yield Stack(url, broker, credentials["access_key"], credentials["secret_key"], log)
+        yield Stack(url, broker, credentials["access_key"], credentials["secret_key"], log, env)
     finally:
         if server is not None and server.poll() is None:
             server.terminate()

@@ -1,6 +1,7 @@
 """Seed the e2e control plane through the services: plan, the test broker, tenants, users, a key.
 
-Run as a script with the server's environment; prints one JSON line (the SDK credentials).
+Run as a script with the server's environment (arguments: the broker's gRPC and metrics addresses);
+prints one JSON line (the SDK credentials).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from django.contrib.auth import get_user_model  # noqa: E402
 
 from tenants.choices import MembershipRole  # noqa: E402
 from tenants.management.commands.bootstrap_demo import register_local_broker  # noqa: E402
-from tenants.services import access_keys, groups, tenants, topics  # noqa: E402
+from tenants.services import access_keys, clusters, groups, tenants, topics  # noqa: E402
 from tenants.services.audit import Actor  # noqa: E402
 
 PASSWORD = "console-e2e-pass"
@@ -31,7 +32,8 @@ def main() -> None:
     viewer = users.create_user("victor", password=PASSWORD)
     actor = Actor(user=operator)
     tenants.create_plan(actor, name="standard", display_name="Standard", is_default=True)
-    register_local_broker(actor, sys.argv[1])
+    node = register_local_broker(actor, sys.argv[1])
+    clusters.update_registry_object(actor, node, {"metrics_endpoint": sys.argv[2]})
     acme = tenants.create_tenant(actor, owner=owner, name="Acme", namespace="acme")
     tenants.create_tenant(actor, owner=owner, name="Beta", namespace="beta")
     tenants.add_member(actor, None, acme, viewer, MembershipRole.VIEWER)

@@ -30,6 +30,10 @@ def test_sign_in_switch_tenant_and_create_topic(page: Any) -> None:
     sign_in(page, "olivia")
     expect()(page).to_have_url(re.compile(r"/t/acme/$"))
     expect()(page.locator("#role")).to_have_text("owner")
+    # the storage card and the lag panel load from the brokers (metrics endpoint, admin API)
+    expect()(page.locator("#storage-stat")).to_contain_text("of 10.0 GiB")
+    expect()(page.locator("#storage-used")).to_have_text(re.compile(r"^\d+(\.\d)? (B|KiB|MiB)$"))
+    expect()(page.locator("#overview-lag table")).to_be_visible()
     screenshot(page, "overview")
 
     # when: the switcher moves to the other tenant while on the topics page
@@ -156,5 +160,27 @@ def test_browse_a_message_sent_by_the_sdk_and_watch_lag_drop(page: Any, stack: S
     assert seen >= 3
     # then: the group page shows its lag at 0
     page.goto("/t/acme/groups/billing/")
+    expect()(page.locator("#total-lag")).to_have_text("0", timeout=20_000)
+
+    # when: two more messages wait while beat samples the lag, then are consumed and it samples again
+    with Producer(config, topics=["orders"]) as producer:
+        for i in range(2):
+            producer.send(Message("orders", b"later %d" % i, tag="created"))
+    stack.run_task("sample_group_lag_task")
+    with SimpleConsumer(config, "billing", {"orders": "*"}, await_duration=2) as consumer:
+        seen = 0
+        for _ in range(10):
+            batch = consumer.receive(16, 30)
+            for message in batch:
+                consumer.ack(message)
+            seen += len(batch)
+            if seen >= 2:
+                break
+    stack.run_task("sample_group_lag_task")
+    # then: the stored lag history has both samples, 2 then 0, in the chart's table
+    page.goto("/t/acme/groups/billing/")
+    lags = [int(t) for t in page.locator("#lag-history-table tbody tr td:nth-child(2)").all_text_contents()]
+    assert lags[-2:] == [2, 0], lags
+    expect()(page.locator("#group-lag-history")).to_be_visible()
     expect()(page.locator("#total-lag")).to_have_text("0", timeout=20_000)
     screenshot(page, "group")
