@@ -231,20 +231,21 @@ def evaluate_alert_rules(now: datetime | None = None) -> EvaluationReport:
 
 
 def _apply(rule: AlertRule, breaches: list[Breach], now: datetime, report: EvaluationReport) -> None:
-    due = bool(breaches) and (
+    firing = bool(breaches)
+    report.firing += firing
+    due = firing and (
         not rule.firing or rule.last_notified is None or now - rule.last_notified >= ALERT_RENOTIFY_AFTER
     )
-    if breaches:
-        report.firing += 1
-    if due:
+    state = AlertRule.objects.filter(pk=rule.pk)
+    # Claim the notification first (compare-and-set on last_notified): an evaluation running at the
+    # same time (a slow run overlapping the next beat) finds it claimed and stays quiet.
+    if due and state.filter(last_notified=rule.last_notified).update(last_notified=now) == 1:
         for breach in breaches:
             event = _notify(rule, breach, now)
             report.notified += event.delivered
             report.failed += not event.delivered
-        rule.last_notified = now
-    rule.firing = bool(breaches)
-    rule.last_evaluated = now
-    rule.save(update_fields=("firing", "last_evaluated", "last_notified", "updated"))
+    # Only the evaluator's fields: an edit saved meanwhile is kept.
+    state.update(firing=firing, last_evaluated=now)
 
 
 #

@@ -3,6 +3,7 @@ typed, roles (viewers read only), and the audit trail of every change."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -35,6 +36,13 @@ def acme() -> dict[str, Any]:
 def test_create_keeps_input_on_error_then_edit_and_delete(acme: dict[str, Any]) -> None:
     dev: Client = acme["dana"]
     group: ConsumerGroup = acme["group"]
+    # the group page offers a rule for this group, preselected on the form
+    assert f'/t/acme/alerts/new/?group={group.pk}"' in dev.get("/t/acme/groups/billing/").content.decode()
+    form = dev.get(f"/t/acme/alerts/new/?group={group.pk}").content.decode()
+    assert re.search(rf'<option value="{group.pk}" selected>billing</option>', form)
+    assert "theirs" not in form
+    assert 'id="add-alert"' not in acme["vic"].get("/t/acme/groups/billing/").content.decode()
+
     # when: no threshold and a webhook without its URL
     bad = {"name": "slow billing", "group": str(group.pk), "channel": "webhook", "email": "", "enabled": "on"}
     response = dev.post("/t/acme/alerts/new/", bad)

@@ -15,6 +15,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core import mail
 from django.test import Client
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from tenants.choices import MembershipRole
@@ -224,3 +225,26 @@ def test_webhook_to_a_private_address_is_refused_and_recorded(
     assert result["firing"] == 1 and result["failed"] == 1 and webhook.received == []
     [event] = AlertEvent.objects.all()
     assert not event.delivered and "not a public address" in event.delivery_error
+
+
+def test_overlapping_evaluations_notify_once(webhook: Webhook, settings: Any) -> None:
+    # given: a rule that two evaluations (a slow run and the next beat) both found reached
+    from tenants.choices import AlertMetric
+    from tenants.models import ConsumerGroup
+    from tenants.services.alerts import Breach, EvaluationReport, _apply
+
+    settings.MQ_ALERT_WEBHOOK_ALLOW_PRIVATE = True
+    tenant = Tenant.objects.create(name="Acme", namespace="acme")
+    group = ConsumerGroup.objects.create(tenant=tenant, name="billing")
+    AlertRule.objects.create(
+        tenant=tenant, group=group, name="behind", lag_threshold=5, channel="webhook", webhook_url=webhook.url
+    )
+    first, second = AlertRule.objects.get(), AlertRule.objects.get()  # each run's own copy
+    breach = [Breach(AlertMetric.LAG, 9, 5)]
+    report = EvaluationReport()
+    # when both apply it
+    _apply(first, breach, timezone.now(), report)
+    _apply(second, breach, timezone.now(), report)
+    # then: one notification, one recorded alert
+    assert report.notified == 1 and len(webhook.received) == 1 and AlertEvent.objects.count() == 1
+    assert AlertRule.objects.get().firing
