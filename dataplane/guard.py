@@ -105,6 +105,10 @@ class Guard:
         self._lag: dict[tuple[str, str, str], tuple[int, int]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._writing: asyncio.Lock | None = None
+        self._sync_policy = s.flush == "sync"
+        self._journal_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._journal_syncing = False
+        self._group_task: asyncio.Task[None] | None = None
         self._shipping: asyncio.Lock | None = None
 
     # Admission (loop thread, every v2 call)
@@ -259,6 +263,37 @@ class Guard:
                 logger.exception("quota shares: refresh failed")
             await asyncio.sleep(interval)
 
+    async def metering_durable(self) -> None:
+        """Under SYNC_FLUSH: return once the journal entries appended so far are fsynced, as the
+        CommitLog's group commit does for the message (one fsync covers every call waiting)."""
+        journal = self.meter.journal
+        if not self._sync_policy or journal.synced >= journal.total:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._journal_waiters.append((journal.total, waiter))
+        if not self._journal_syncing:
+            self._journal_syncing = True
+            self._group_task = asyncio.create_task(self._group_sync())
+        await waiter
+
+    async def _group_sync(self) -> None:
+        journal = self.meter.journal
+        try:
+            while self._journal_waiters:
+                try:
+                    await asyncio.to_thread(journal.sync)
+                except OSError:
+                    logger.exception("metering journal fsync failed")
+                    journal.synced = journal.total  # the calls go on; the error is logged
+                waiting, self._journal_waiters = self._journal_waiters, []
+                for target, waiter in waiting:
+                    if target > journal.synced:
+                        self._journal_waiters.append((target, waiter))  # appended during that fsync
+                    elif not waiter.done():
+                        waiter.set_result(None)
+        finally:
+            self._journal_syncing = False
+
     async def _sync_journal(self) -> None:
         if self.meter.journal.dirty:
             await asyncio.to_thread(self.meter.sync)
@@ -341,6 +376,7 @@ class Guard:
         for ns, count in self.quotas.connections.counts().items():
             clients.add_metric([ns], count)
         yield clients
+        journal = self.meter.journal
         yield GaugeMetricFamily(
             "mq_metering_outbox_files",
             "Closed metering files not yet in the object store",
@@ -350,9 +386,19 @@ class Guard:
             "mq_metering_upload_failures", "Failed metering uploads (retried)", value=self.shipper.failures
         )
         yield GaugeMetricFamily(
+            "mq_metering_journal_entries",
+            "Metering journal entries appended since start",
+            value=journal.total,
+        )
+        yield GaugeMetricFamily(
+            "mq_metering_journal_synced_entries",
+            "Metering journal entries an fsync has covered",
+            value=journal.synced,
+        )
+        yield GaugeMetricFamily(
             "mq_metering_journal_write_errors",
             "Metering journal appends that failed (counts kept in memory only until the next flush)",
-            value=self.meter.journal.write_errors,
+            value=journal.write_errors,
         )
         if self.shares is not None:
             share = GaugeMetricFamily(

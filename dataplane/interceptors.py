@@ -81,6 +81,7 @@ class MessagingInterceptor:
                     key = (message.topic.resource_namespace or header_ns, message.topic.name)
                     stored.setdefault(key, []).append(len(message.body))
             guard.count_sent(stored, clock() - started)
+            await guard.metering_durable()  # SYNC_FLUSH: the counts are on disk before the ack
             return response
 
         return behavior

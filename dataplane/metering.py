@@ -151,6 +151,8 @@ class MeteringJournal:
         self._sync_lock = threading.Lock()
         self.dirty = False
         self.appended = 0  # entries since the last rotation
+        self.total = 0  # entries appended by this process
+        self.synced = 0  # ... of which an fsync has covered this many
         self.write_errors = 0
         self._error_logged = 0.0
 
@@ -213,6 +215,7 @@ class MeteringJournal:
             return
         self.dirty = True
         self.appended += 1
+        self.total += 1
 
     def rotate(self) -> int:
         """Open the next segment (unless nothing was appended to this one); returns the number of the
@@ -229,11 +232,13 @@ class MeteringJournal:
             with self._lock:
                 retired, self._retired = self._retired, []
                 fd = self._fd
+                covered = self.total  # every append so far went to ``fd`` or a retired segment
             for old in retired:
                 os.fsync(old)
                 os.close(old)
             if fd >= 0:
                 os.fsync(fd)
+            self.synced = max(self.synced, covered)
 
     def drop_before(self, first: int) -> None:
         for n in self.segments():

@@ -16,10 +16,12 @@ import pytest
 
 from mqcloud.admin_client import BrokerAdminClient
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
+from tests.conftest import free_port
 from tests.integration.broker.conftest import BrokerProcess, messages
 
 from .conftest import ADMIN_TOKEN, client, secure_broker_process, tenant
 from .test_metering import read_records
+from .test_metering_s3 import gauge
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -141,3 +143,33 @@ def test_sigkill_under_load_loses_no_acknowledged_count(broker: BrokerProcess) -
     assert totals["messages_out"] >= stats["received"], (totals, stats)
     assert totals["bytes_out"] == totals["messages_out"] * len(body)
     assert totals["api_calls"]["AckMessage"] >= stats["ack_ok"]
+
+
+def test_a_sync_flush_broker_fsyncs_the_metering_journal_before_the_ack(tmp_path: Path) -> None:
+    # given: a SYNC_FLUSH broker (no timed flush) with its metrics endpoint
+    broker = secure_broker_process(tmp_path / "broker", MQ_BROKER_FLUSH="sync", **NO_TIMED_FLUSH)
+    broker.metrics_listen = str(free_port())
+    broker.start()
+    try:
+        with BrokerAdminClient(broker.target, token=ADMIN_TOKEN) as op:
+            creds = tenant(op, "acme")
+        v2 = client(broker, "acme", creds)
+        try:
+            for size in (10, 5000, 70_000):
+                # when: a send is acknowledged
+                assert v2.send("orders", b"f" * size).status.code == pb.Code.OK
+                # then: every journal entry so far, its counts included, was covered by an fsync
+                appended, synced = (
+                    gauge(broker, "mq_metering_journal_entries"),
+                    gauge(broker, "mq_metering_journal_synced_entries"),
+                )
+                assert appended >= 2 and synced == appended, (appended, synced)
+        finally:
+            v2.close()
+    finally:
+        broker.kill()
+    # and the counts are there after the SIGKILL
+    broker.start()
+    broker.stop()
+    totals = usage_totals(broker.data_dir.parent / "metering", "acme")
+    assert (totals["messages_in"], totals["bytes_in"]) == (3, 75_010)
