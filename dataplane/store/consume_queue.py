@@ -160,8 +160,17 @@ class ConsumeQueue:
         return lo
 
     def truncate_physical(self, physical_offset: int) -> None:
-        """Drop entries pointing at or after ``physical_offset`` (recovery, replica truncation)."""
+        """Drop entries pointing at or after ``physical_offset`` (recovery, replica truncation).
+
+        Damaged entries at the tail (negative offset, no size) go too: recovery writes entries again
+        only past the kept ones, so a damaged entry left there would hide its record for good.
+        """
         new_max = self.first_offset_at_or_after(physical_offset, self.min_offset, self.max_offset)
+        while new_max > self.min_offset:
+            entry = self.entry(new_max - 1)
+            if entry is None or (0 <= entry[0] < physical_offset and entry[1] > 0):
+                break
+            new_max -= 1
         if new_max == self.max_offset:
             return
         self.queue.truncate(new_max * CQ_ENTRY_SIZE)

@@ -22,6 +22,24 @@ __all__ = ("ConsumerOffsetManager",)
 logger = logging.getLogger(__name__)
 
 
+def _decode(document: object) -> dict[tuple[str, str], dict[int, int]]:
+    """The table of a parsed file: ``topic@group`` keys, decimal queue ids, integer offsets >= 0."""
+    if not isinstance(document, dict) or not isinstance(document.get("offsetTable"), dict):
+        raise ValueError(f"expected {{'offsetTable': {{...}}}}, found {type(document).__name__}")
+    table: dict[tuple[str, str], dict[int, int]] = {}
+    for key, queues in document["offsetTable"].items():
+        topic, _, group = key.rpartition("@")
+        if not topic or not isinstance(queues, dict):
+            raise ValueError(f"entry {key!r}: expected 'topic@group' -> {{queue id: offset}}")
+        offsets: dict[int, int] = {}
+        for q, o in queues.items():
+            if not (q.isascii() and q.isdigit()) or type(o) is not int or o < 0:
+                raise ValueError(f"entry {key!r}: expected a queue id and an offset >= 0, found {q!r}: {o!r}")
+            offsets[int(q)] = o
+        table[(group, topic)] = offsets
+    return table
+
+
 class ConsumerOffsetManager:
     """Thread-safe offset table; :meth:`persist` writes it atomically, :meth:`load` reads it back.
 
@@ -35,17 +53,15 @@ class ConsumerOffsetManager:
         self._dirty = False
 
     def load(self) -> None:
+        """Read the file; a damaged one raises CorruptRecordError and leaves the table (and file) as is."""
         try:
-            text = self.path.read_text()
+            data = self.path.read_bytes()
         except FileNotFoundError:
             return
         try:
-            raw = json.loads(text)["offsetTable"]
-            table = {}
-            for key, queues in raw.items():
-                topic, _, group = key.rpartition("@")
-                table[(group, topic)] = {int(q): int(o) for q, o in queues.items()}
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            table = _decode(json.loads(data))
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            # ValueError covers bad UTF-8 and bad JSON; RecursionError a hostile nesting depth
             raise CorruptRecordError(f"{self.path}: expected an offsetTable JSON object: {exc}") from exc
         with self._lock:
             self._table = table

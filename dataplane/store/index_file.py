@@ -49,6 +49,7 @@ INDEX_ENTRY: Final = struct.Struct(
     "i"  # PREV
 )
 _SLOT: Final = struct.Struct(">i")
+_MAX_DIFF: Final = 2**31 - 1  # TIME DIFF is an int32 of seconds
 
 
 def key_hash(key: str) -> int:
@@ -59,7 +60,8 @@ class IndexFile:
     """One index file; appends under the store's put lock, lock-free reads.
 
     Guarantees: a chain only points backwards (PREV < entry number), so traversal always ends even
-    over stale bytes left by a crash; :meth:`select` returns candidate offsets to be verified.
+    over stale bytes left by a crash; :meth:`select` returns candidate offsets to be verified. A
+    damaged header (``damaged``) leaves the file read-only.
     """
 
     def __init__(self, path: Path, slot_num: int, max_num: int):
@@ -83,6 +85,18 @@ class IndexFile:
             self.hash_slot_count,
             self.index_count,
         ) = INDEX_HEADER.unpack_from(mm, 0)
+        # A header that contradicts itself was damaged: its times cannot bound a lookup, and no key is
+        # added to the file (the next put opens a new one). Lookups still walk its chains; every
+        # candidate is checked against the CommitLog record, store time included.
+        self.damaged = not (0 <= self.index_count <= max_num + 1 and 0 <= self.hash_slot_count <= max_num)
+        if self.index_count > 1:
+            self.damaged |= (
+                not 0 <= self.begin_timestamp <= self.end_timestamp
+                or (self.end_timestamp - self.begin_timestamp) // 1000 > _MAX_DIFF
+                or self.begin_phy_offset != int(path.name)
+                or self.end_phy_offset < self.begin_phy_offset
+            )
+        self.sealed = False
         if self.index_count <= 0:
             self.index_count = 1
             self.begin_phy_offset = self.end_phy_offset = int(path.name)
@@ -91,11 +105,17 @@ class IndexFile:
 
     @property
     def is_full(self) -> bool:
-        return self.index_count > self.max_num
+        return self.damaged or self.sealed or self.index_count > self.max_num
 
     def put_key(self, key: str, physical_offset: int, store_timestamp: int) -> bool:
         """Add ``key -> physical_offset``; False when the file is full."""
-        if self.index_count > self.max_num:
+        if self.is_full:
+            return False
+        if self.index_count == 1:
+            self.begin_timestamp = store_timestamp
+        diff = max(0, (store_timestamp - self.begin_timestamp) // 1000)
+        if diff > _MAX_DIFF:  # TIME DIFF would overflow: the next key goes to a new file
+            self.sealed = True
             return False
         mm = self.file.mm
         h = key_hash(key)
@@ -105,9 +125,6 @@ class IndexFile:
         if head <= 0 or head >= number:
             head = 0
             self.hash_slot_count += 1
-        if self.index_count == 1:
-            self.begin_timestamp = store_timestamp
-        diff = max(0, (store_timestamp - self.begin_timestamp) // 1000)
         INDEX_ENTRY.pack_into(
             mm, self._entries_at + number * INDEX_ENTRY.size, h, physical_offset, diff, head
         )
@@ -130,7 +147,11 @@ class IndexFile:
     def select(self, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
         """Candidate physical offsets for ``key`` stored within [begin_ms, end_ms], newest first."""
         result: list[int] = []
-        if self.index_count <= 1 or end_ms < self.begin_timestamp or begin_ms > self.end_timestamp:
+        if self.index_count <= 1:
+            return result
+        if self.damaged:  # the times are not to be trusted: the caller checks each record's
+            begin_ms, end_ms = -(1 << 63), 1 << 63
+        elif end_ms < self.begin_timestamp or begin_ms > self.end_timestamp:
             return result
         mm = self.file.mm
         h = key_hash(key)

@@ -10,7 +10,7 @@ import logging
 
 from dataplane.store.commit_log import CommitLog
 from dataplane.store.consume_queue import CQ_ENTRY, ConsumeQueueTable
-from dataplane.store.errors import CorruptRecordError, OffsetMovedError, StoreError
+from dataplane.store.errors import OffsetMovedError, StoreError
 from dataplane.store.index_service import IndexService, uniq_index_key
 from dataplane.store.message import GetResult, StoredMessage
 from dataplane.store.record import decode_message_id, tag_hash
@@ -130,10 +130,19 @@ class StoreReader:
                     next_offset += 1
                     scanned += 1
                     continue
-                except CorruptRecordError:
+                except StoreError:  # a corrupt record, or an entry pointing past the log's end
                     logger.exception(
                         "%s/%d offset %d: corrupt record at %d", topic, queue_id, next_offset, phys
                     )
+                    next_offset += 1
+                    scanned += 1
+                    continue
+                if msg.queue_offset != next_offset or msg.queue_id != queue_id or msg.topic != topic:
+                    # a damaged entry pointing at another record: never hand out another queue's message
+                    logger.error(
+                        "%s/%d offset %d: entry points at %d, a record of %s/%d offset %d",
+                        topic, queue_id, next_offset, phys, msg.topic, msg.queue_id, msg.queue_offset,
+                    )  # fmt: skip
                     next_offset += 1
                     scanned += 1
                     continue
