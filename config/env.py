@@ -65,6 +65,16 @@ class PlatformSettings(BaseSettings):
         hour, minute = self.analytics_nightly_at.split(":")
         return int(hour), int(minute)
 
+    # Outgoing mail (alert rules' e-mail notifications) through an SMTP relay.
+    email_host: str = Field(default="localhost", alias="MQ_EMAIL_HOST")
+    email_port: int = Field(default=25, alias="MQ_EMAIL_PORT", ge=1, le=65535)
+    email_user: str = Field(default="", alias="MQ_EMAIL_USER")
+    email_password: SecretStr | None = Field(default=None, alias="MQ_EMAIL_PASSWORD")
+    email_use_tls: bool = Field(default=False, alias="MQ_EMAIL_USE_TLS")
+    email_from: str = Field(default="MQCloud alerts <alerts@localhost>", alias="MQ_EMAIL_FROM")
+    # Alert webhooks to loopback/private/link-local addresses are refused (SSRF) unless this is set.
+    alert_webhook_allow_private: bool = Field(default=False, alias="MQ_ALERT_WEBHOOK_ALLOW_PRIVATE")
+
     # The brokers' operator credential (their MQ_BROKER_ADMIN_TOKEN) and, for TLS brokers, the CA.
     broker_admin_token: SecretStr | None = Field(default=None, alias="MQ_BROKER_ADMIN_TOKEN")
     broker_tls_ca_file: Path | None = Field(default=None, alias="MQ_BROKER_TLS_CA_FILE")

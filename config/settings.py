@@ -229,7 +229,16 @@ CELERY_BEAT_SCHEDULE: dict[str, Any] = {
 }
 CELERY_TIMEZONE = "UTC"
 # Alert webhooks to loopback/private addresses are refused (SSRF) unless this is set (tests, labs).
-MQ_ALERT_WEBHOOK_ALLOW_PRIVATE = False
+MQ_ALERT_WEBHOOK_ALLOW_PRIVATE = ENV.alert_webhook_allow_private
+
+# Outgoing mail: alert rules' e-mail notifications.
+EMAIL_HOST = ENV.email_host
+EMAIL_PORT = ENV.email_port
+EMAIL_HOST_USER = ENV.email_user
+EMAIL_HOST_PASSWORD = ENV.email_password.get_secret_value() if ENV.email_password else ""
+EMAIL_USE_TLS = ENV.email_use_tls
+EMAIL_TIMEOUT = 10  # an SMTP relay that hangs must not hold the alert evaluation
+DEFAULT_FROM_EMAIL = ENV.email_from
 
 #
 # Analytics (Spark jobs in analytics/, launched by tenants.run_analytics_job through spark-submit)

@@ -129,3 +129,28 @@ def test_viewer_reads_but_cannot_change(acme: dict[str, Any]) -> None:
         email="b@example.com",
     )
     assert acme["dana"].get(f"/t/acme/alerts/{other_rule.pk}/edit/").status_code == 404
+
+
+def test_mail_and_webhook_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from config.env import PlatformSettings
+
+    for name, value in {
+        "MQ_EMAIL_HOST": "smtp.example.com",
+        "MQ_EMAIL_PORT": "587",
+        "MQ_EMAIL_USER": "alerts",
+        "MQ_EMAIL_PASSWORD": "s3cret",
+        "MQ_EMAIL_USE_TLS": "true",
+        "MQ_EMAIL_FROM": "MQ <mq@example.com>",
+        "MQ_ALERT_WEBHOOK_ALLOW_PRIVATE": "1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    env = PlatformSettings()
+    assert (env.email_host, env.email_port, env.email_user, env.email_use_tls, env.email_from) == (
+        "smtp.example.com",
+        587,
+        "alerts",
+        True,
+        "MQ <mq@example.com>",
+    )
+    assert env.email_password is not None and env.email_password.get_secret_value() == "s3cret"
+    assert "s3cret" not in repr(env) and env.alert_webhook_allow_private
