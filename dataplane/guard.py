@@ -175,11 +175,14 @@ class Guard:
         for ns in {ns for ns, _ in per_topic}:
             self.metrics.send_latency(ns, seconds)
 
-    def count_delivering(self, admission: Admission, topic: pb.Resource, size: int) -> None:
-        """Meter one message before it is handed to the client (journaled: survives a SIGKILL)."""
+    def count_delivering(self, admission: Admission, topic: pb.Resource, responses: list[Any]) -> list[int]:
+        """Meter messages before they are handed to the client (journaled: survives a SIGKILL);
+        returns their body sizes."""
+        sizes = [len(r.message.body) for r in responses]
         ns = topic.resource_namespace or admission.header_ns
         if ns:
-            self.meter.count_out(ns, (size,))
+            self.meter.count_out(ns, sizes)
+        return sizes
 
     def count_delivered(
         self, admission: Admission, group: pb.Resource, topic: pb.Resource, sizes: list[int], seconds: float

@@ -113,13 +113,22 @@ class MessagingInterceptor:
                 return
             started = clock()
             sizes: list[int] = []
+            batch: list[Any] = []  # the servicers yield a receive's messages back to back
             try:
                 async for response in inner(request, context):
                     if response.WhichOneof("content") == "message":
-                        size = len(response.message.body)
-                        sizes.append(size)
-                        guard.count_delivering(admission, topic, size)  # metered before it is sent
+                        batch.append(response)
+                        continue
+                    if batch:  # metered (one journal entry) before any of them is sent
+                        sizes += guard.count_delivering(admission, topic, batch)
+                        for message in batch:
+                            yield message
+                        batch = []
                     yield response
+                if batch:
+                    sizes += guard.count_delivering(admission, topic, batch)
+                    for message in batch:
+                        yield message
             finally:
                 guard.count_delivered(admission, group, topic, sizes, clock() - started)
 

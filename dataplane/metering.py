@@ -169,18 +169,22 @@ class MeteringJournal:
         for n in self.segments():
             if n < first:
                 continue
-            data = self._path(n).read_bytes()
-            for line in data.split(b"\n")[:-1]:  # what follows the last newline is a torn tail
-                crc, _, payload = line.partition(b" ")
-                try:
-                    ok = int(crc, 16) == zlib.crc32(payload)
-                    entry = json.loads(payload) if ok else None
-                except ValueError:
-                    entry = None
-                if not isinstance(entry, list):
-                    logger.warning("metering journal %s: corrupt line, the rest is dropped", self._path(n))
-                    break
-                yield entry
+            with open(self._path(n), "rb") as f:
+                for line in f:
+                    if not line.endswith(b"\n"):
+                        break  # a torn tail: the write never completed
+                    crc, _, payload = line[:-1].partition(b" ")
+                    try:
+                        ok = int(crc, 16) == zlib.crc32(payload)
+                        entry = json.loads(payload) if ok else None
+                    except ValueError:
+                        entry = None
+                    if not isinstance(entry, list):
+                        logger.warning(
+                            "metering journal %s: corrupt line, the rest is dropped", self._path(n)
+                        )
+                        break
+                    yield entry
 
     def open(self, first: int = 0) -> None:
         """Start a new segment after every existing one and not before ``first`` (the checkpoint's);
