@@ -174,14 +174,29 @@ PHONE_PAGES = (
 )
 
 
-def test_phone_width_pages_fit_and_nav_works(phone: Any) -> None:
-    sign_in(phone, "olivia")
-    for path in PHONE_PAGES:
+def _fits(phone: Any, paths: tuple[str, ...]) -> None:
+    for path in paths:
         phone.goto(path)
         phone.wait_for_load_state("networkidle")
         width = phone.evaluate("document.documentElement.scrollWidth")
         assert width <= PHONE["width"], f"{path} is {width}px wide: {phone.evaluate(WIDEST)}"
         expect()(phone.locator("h1").first).to_be_visible()
+
+
+def test_phone_width_operator_pages_fit(phone: Any) -> None:
+    sign_in(phone, "ops")
+    _fits(phone, ("/platform/", "/platform/tenants/", "/platform/plans/", "/platform/brokers/"))
+    # the broker group page, reached from the platform overview's node list
+    phone.goto("/platform/")
+    phone.locator("table").filter(has_text="Broker nodes").get_by_role("link", name="local-a").first.tap()
+    expect()(phone.locator("#ha-state")).to_contain_text("STANDALONE")
+    width = phone.evaluate("document.documentElement.scrollWidth")
+    assert width <= PHONE["width"], f"broker group page is {width}px wide: {phone.evaluate(WIDEST)}"
+
+
+def test_phone_width_pages_fit_and_nav_works(phone: Any) -> None:
+    sign_in(phone, "olivia")
+    _fits(phone, PHONE_PAGES)
     phone.goto("/t/acme/")
     expect()(phone.locator("#storage-used")).to_be_visible()
     expect()(phone.locator("#overview-lag table")).to_be_visible()
