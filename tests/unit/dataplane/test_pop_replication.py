@@ -43,7 +43,10 @@ def _copy(master: MessageStore, replica: MessageStore) -> None:
 
 
 def _table(pop: PopState) -> dict[object, object]:
-    return {key: (pos.next_offset, dict(pos.in_flight)) for key, pos in pop.items()}
+    return {
+        key: (pos.next_offset, dict(pos.in_flight), dict(pos.groups), set(pos.held))
+        for key, pos in pop.items()
+    }
 
 
 def test_replica_applies_the_masters_changes(
@@ -61,8 +64,11 @@ def test_replica_applies_the_masters_changes(
             master.deliver("g", "t", 0, offset, 1, 10_000 + offset, offset + 1)
     master.ack("g", "t", 0, 1)
     master.deliver("g", "t", 1, 0, 2, 20_000, 1, waiting=True)
-    assert master_store.get_max_offset_in_queue(POP_TOPIC, 0) == 3  # one record per batch
-    assert master.cl_next == 3
+    # (a FIFO queue: a message group in flight, the next message of that group held behind it)
+    master.deliver("fifo", "t", 0, 0, 1, 30_000, 1, message_group="order-1")
+    master.hold("fifo", "t", 0, 1, "order-1", 2)
+    assert master_store.get_max_offset_in_queue(POP_TOPIC, 0) == 5  # one record per batch
+    assert master.cl_next == 5
     # when the replica receives the CommitLog
     _copy(master_store, replica_store)
     # then it holds the same in-flight table, nonces included (handles stay valid)
@@ -70,15 +76,16 @@ def test_replica_applies_the_masters_changes(
     position = master.peek("g", "t", 0)
     assert position is not None
     assert replica.lookup("g", "t", 0, 2, position.in_flight[2].nonce) is not None
-    assert replica.cl_next == 3
+    assert replica.peek("fifo", "t", 0).held == {1}  # type: ignore[union-attr]
+    assert replica.cl_next == 5
     # and changes on a node that cannot write stay local (nothing is written to its CommitLog)
     is_master[0] = False
     master.ack("g", "t", 0, 0)
-    assert master_store.get_max_offset_in_queue(POP_TOPIC, 0) == 3
+    assert master_store.get_max_offset_in_queue(POP_TOPIC, 0) == 5
     # and the replica's state survives its restart (snapshot + journal, with cl_next)
     replica.close()
     reopened = _pop(tmp_path / "rp")
-    assert reopened.cl_next == 3
+    assert reopened.cl_next == 5
     assert _table(reopened) == _table(replica)
     reopened.close()
     master.close()
