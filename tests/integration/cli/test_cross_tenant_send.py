@@ -1,4 +1,4 @@
-"""``mqctl message send`` with tenant A's access key cannot write to tenant B's topics.
+"""``mqctl message send``/``consume`` with tenant A's access key cannot reach tenant B's topics.
 
 A broker as in production (no development mode, signed requests only) with two tenants, and mqctl
 as a real subprocess pointed at it with ``--endpoint``/``--access-key``/``--secret-key``.
@@ -31,8 +31,8 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
 def send(
     broker: BrokerProcess, config: Path, tenant_ns: str, topic: str, key: tuple[str, str]
 ) -> tuple[int, str]:
-    """``mqctl message send TOPIC from-acme`` as ``tenant_ns`` with ``key``; (exit code, output)."""
-    args = ["message", "send", topic, "from-acme", "--tenant", tenant_ns, "--endpoint", broker.target]
+    """``mqctl message send TOPIC payload`` as ``tenant_ns`` with ``key``; (exit code, output)."""
+    args = ["message", "send", topic, "payload", "--tenant", tenant_ns, "--endpoint", broker.target]
     args += ["--access-key", key[0], "--secret-key", key[1], "-o", "json"]
     done = run_mqctl(args, config)
     return done.returncode, done.stdout + done.stderr
@@ -70,5 +70,38 @@ def test_tenant_a_key_cannot_send_to_tenant_b(broker: BrokerProcess, tmp_path: P
     v2 = client(broker, "globex", globex)
     try:
         assert messages(v2.receive("billing", "orders", batch=16, poll_s=1)) == []
+    finally:
+        v2.close()
+
+
+def test_tenant_a_key_cannot_consume_from_tenant_b(broker: BrokerProcess, tmp_path: Path) -> None:
+    # given: a message waiting in globex's topic
+    with BrokerAdminClient(broker.target, token=ADMIN_TOKEN) as op:
+        acme = tenant(op, "acme")
+        globex = tenant(op, "globex")
+    config = tmp_path / "mqctl.json"
+    code, out = send(broker, config, "globex", "orders", globex)
+    assert code == 0, out
+    # when: acme's key consumes it through globex's namespace
+    args = ["message", "consume", "orders", "--group", "billing", "--tenant", "globex", "--max", "1"]
+    args += [
+        "--idle-timeout",
+        "3",
+        "--endpoint",
+        broker.target,
+        "--access-key",
+        acme[0],
+        "--secret-key",
+        acme[1],
+    ]
+    done = run_mqctl(args, config)
+    # then: refused with the broker's reason, and the message is still there for globex
+    out = done.stdout + done.stderr
+    assert done.returncode == 4, out
+    assert "access key 'AKacme' belongs to namespace 'acme', not 'globex'" in out, out
+    assert "payload" not in done.stdout
+    v2 = client(broker, "globex", globex)
+    try:
+        assert [m.body for m in messages(v2.receive("billing", "orders", batch=16, poll_s=2))] == [b"payload"]
     finally:
         v2.close()
