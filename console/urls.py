@@ -88,6 +88,7 @@ urlpatterns = [
     path("t/<slug:namespace>/alerts/new/", alerts.alert_new, name="alert-new"),
     path("t/<slug:namespace>/alerts/<str:pk>/edit/", alerts.alert_edit, name="alert-edit"),
     path("t/<slug:namespace>/alerts/<str:pk>/delete/", alerts.alert_delete, name="alert-delete"),
+    path("t/<slug:namespace>/alerts/<str:pk>/test/", alerts.alert_test, name="alert-test"),
     # operator pages
     path("platform/", platform.platform_home, name="platform"),
     path("platform/tenants/", platform.tenant_list, name="platform-tenants"),

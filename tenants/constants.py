@@ -13,6 +13,7 @@ __all__ = (
     "ACCESS_KEY_SECRET_BYTES",
     "ALERT_DLQ_COUNT_CAP",
     "ALERT_RENOTIFY_AFTER",
+    "ALERT_TEST_INTERVAL_S",
     "ALERT_WEBHOOK_TIMEOUT_S",
     "ANALYTICS_MAX_RETRIES",
     "ANALYTICS_RETRY_BACKOFF_S",
@@ -67,6 +68,8 @@ QUOTA_LIMIT_FIELDS = QUOTA_LIMITS
 ALERT_DLQ_COUNT_CAP = 256
 # A rule that stays firing notifies again after this long, not at every evaluation.
 ALERT_RENOTIFY_AFTER = timedelta(hours=1)
+# "Send a test notification" works once a minute per rule (no flooding an address through it).
+ALERT_TEST_INTERVAL_S = 60
 # A webhook receiver that hangs must not hold the evaluation of every other rule.
 ALERT_WEBHOOK_TIMEOUT_S = 5.0
 

@@ -11,15 +11,17 @@ from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.views.decorators.http import require_POST
 
 from console.access import Scope, actor_of, tenant_view
 from console.actions import attempt, changes_of
 from console.forms import AlertRuleForm
+from tenants.errors import ControlPlaneError
 from tenants.models import AlertRule
 from tenants.services import alerts, queries
 from tenants.services.authz import Change
 
-__all__ = ("alert_delete", "alert_edit", "alert_list", "alert_new")
+__all__ = ("alert_delete", "alert_edit", "alert_list", "alert_new", "alert_test")
 
 RECENT_EVENTS = 50
 
@@ -126,3 +128,19 @@ def alert_delete(request: HttpRequest, scope: Scope, pk: str) -> HttpResponse:
             "cancel_url": _list_url(scope),
         },
     )
+
+
+@require_POST
+@tenant_view(Change.ALERT_RULE)
+def alert_test(request: HttpRequest, scope: Scope, pk: str) -> HttpResponse:
+    """Send the rule's test notification now; the outcome comes back as a message on the list."""
+    rule = _rule(scope, pk)
+    try:
+        error = alerts.send_test_notification(rule)
+    except ControlPlaneError as exc:
+        error = exc.message
+    if error:
+        messages.error(request, f"The test notification of {rule} was not delivered: {error}")
+    else:
+        messages.success(request, f"A test notification of {rule} was sent to {rule.target}.")
+    return redirect(_list_url(scope))

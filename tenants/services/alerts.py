@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
+from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
@@ -24,8 +25,13 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from tenants.choices import AlertChannel, AlertMetric, ProvisioningStatus
-from tenants.constants import ALERT_DLQ_COUNT_CAP, ALERT_RENOTIFY_AFTER, ALERT_WEBHOOK_TIMEOUT_S
-from tenants.errors import AlreadyExists, BrokerUnavailable, ControlPlaneError
+from tenants.constants import (
+    ALERT_DLQ_COUNT_CAP,
+    ALERT_RENOTIFY_AFTER,
+    ALERT_TEST_INTERVAL_S,
+    ALERT_WEBHOOK_TIMEOUT_S,
+)
+from tenants.errors import AlreadyExists, BrokerUnavailable, ControlPlaneError, InvalidState
 from tenants.models import AlertEvent, AlertRule, ConsumerGroup, Tenant
 from tenants.services.audit import Actor, create_audited, delete_audited, update_audited
 from tenants.services.observe import group_lag, group_nodes
@@ -41,6 +47,7 @@ __all__ = (
     "delete_alert_rule",
     "evaluate_alert_rules",
     "recent_alerts",
+    "send_test_notification",
     "update_alert_rule",
 )
 
@@ -295,7 +302,16 @@ def _send_webhook(url: str, payload: dict[str, Any]) -> None:
 
 def _send_email(address: str, rule: AlertRule, breach: Breach, payload: dict[str, Any]) -> None:
     what = "lag" if breach.metric == AlertMetric.LAG else "dead letters"
-    subject = f"[MQCloud] {rule.tenant.namespace}/{rule.group.name}: {what} at {breach.value}"
+    test = "[test] " if payload.get("test") else ""
+    subject = f"[MQCloud] {test}{rule.tenant.namespace}/{rule.group.name}: {what} at {breach.value}"
+    if payload.get("test"):
+        body = (
+            f"This is a test notification of the alert rule '{rule.name}' of tenant "
+            f"{rule.tenant.namespace} (consumer group {rule.group.name}), sent from the console. "
+            "Nothing has fired; real alerts come to this address the same way."
+        )
+        send_mail(subject, body, None, [address])
+        return
     body = (
         f"The alert rule '{rule.name}' of tenant {rule.tenant.namespace} fired.\n\n"
         f"Consumer group {rule.group.name} has {what} at {breach.value}; the threshold is "
@@ -305,19 +321,23 @@ def _send_email(address: str, rule: AlertRule, breach: Breach, payload: dict[str
     send_mail(subject, body, None, [address])
 
 
-def _notify(rule: AlertRule, breach: Breach, now: datetime) -> AlertEvent:
-    """Send one notification and record it, delivered or not (the error is kept for the console)."""
-    payload = _payload(rule, breach, now)
-    error = ""
+def _deliver(rule: AlertRule, breach: Breach, payload: dict[str, Any]) -> str:
+    """Send one notification on the rule's channel; the reason it failed, or "" when delivered."""
     try:
         if rule.channel == AlertChannel.WEBHOOK:
             _send_webhook(rule.webhook_url, payload)
         else:
             _send_email(rule.email, rule, breach, payload)
     except ControlPlaneError as exc:
-        error = exc.message
+        return exc.message
     except OSError as exc:  # SMTP connection problems
-        error = f"The e-mail could not be sent: {exc}"
+        return f"The e-mail could not be sent: {exc}"
+    return ""
+
+
+def _notify(rule: AlertRule, breach: Breach, now: datetime) -> AlertEvent:
+    """Send one notification and record it, delivered or not (the error is kept for the console)."""
+    error = _deliver(rule, breach, _payload(rule, breach, now))
     if error:
         logger.warning("alert %s of %s not delivered: %s", rule.name, rule.tenant.namespace, error)
     return AlertEvent.objects.create(
@@ -333,3 +353,18 @@ def _notify(rule: AlertRule, breach: Breach, now: datetime) -> AlertEvent:
         delivered=not error,
         delivery_error=error,
     )
+
+
+def send_test_notification(rule: AlertRule) -> str:
+    """Send a notification marked ``"test": true`` now, so people can check the destination works.
+
+    Not recorded as a fired alert. At most one per rule per ``ALERT_TEST_INTERVAL_S`` (the button
+    must not turn into a way to flood an address). Returns "" when delivered, else the reason.
+    """
+    if not cache.add(f"alert-test:{rule.pk}", 1, ALERT_TEST_INTERVAL_S):
+        raise InvalidState(f"One was sent less than {ALERT_TEST_INTERVAL_S} s ago; try again in a minute.")
+    metric = AlertMetric.LAG if rule.lag_threshold is not None else AlertMetric.DLQ
+    threshold = (rule.lag_threshold if metric == AlertMetric.LAG else rule.dlq_threshold) or 0
+    breach = Breach(metric, threshold, threshold)
+    payload = {**_payload(rule, breach, timezone.now()), "test": True}
+    return _deliver(rule, breach, payload)

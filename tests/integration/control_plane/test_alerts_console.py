@@ -154,3 +154,53 @@ def test_mail_and_webhook_settings_come_from_the_environment(monkeypatch: pytest
     )
     assert env.email_password is not None and env.email_password.get_secret_value() == "s3cret"
     assert "s3cret" not in repr(env) and env.alert_webhook_allow_private
+
+
+def test_send_a_test_notification(acme: dict[str, Any], settings: Any) -> None:
+    from django.core import mail
+    from django.core.cache import cache
+
+    from tenants.models import AlertEvent
+    from tests.integration.control_plane.test_alerts_e2e import Webhook
+
+    cache.clear()
+    settings.MQ_ALERT_WEBHOOK_ALLOW_PRIVATE = True  # the receiver is on loopback
+    hook = Webhook()
+    try:
+        by_webhook = AlertRule.objects.create(
+            tenant=acme["tenant"],
+            group=acme["group"],
+            name="hook",
+            lag_threshold=50,
+            channel="webhook",
+            webhook_url=hook.url,
+        )
+        by_email = AlertRule.objects.create(
+            tenant=acme["tenant"],
+            group=acme["group"],
+            name="mail",
+            dlq_threshold=3,
+            email="oncall@example.com",
+        )
+        dev: Client = acme["dana"]
+        # when: the developer presses "Test" on each rule
+        page = dev.post(f"/t/acme/alerts/{by_webhook.pk}/test/", follow=True).content.decode()
+        assert f"A test notification of hook was sent to {hook.url}." in page
+        dev.post(f"/t/acme/alerts/{by_email.pk}/test/")
+        # then: the webhook got a payload marked as a test, the address a "[test]" e-mail
+        [call] = hook.received
+        assert call["test"] is True and call["rule"] == "hook" and call["threshold"] == 50
+        [email] = mail.outbox
+        assert email.to == ["oncall@example.com"] and email.subject.startswith(
+            "[MQCloud] [test] acme/billing"
+        )
+        # a second press within the minute is refused; nothing is recorded as a fired alert
+        again = dev.post(f"/t/acme/alerts/{by_webhook.pk}/test/", follow=True).content.decode()
+        assert "was not delivered" in again and len(hook.received) == 1
+        assert not AlertEvent.objects.exists()
+        # viewers cannot send one; a GET does nothing
+        assert acme["vic"].post(f"/t/acme/alerts/{by_email.pk}/test/").status_code == 403
+        assert dev.get(f"/t/acme/alerts/{by_email.pk}/test/").status_code == 405
+        assert len(mail.outbox) == 1
+    finally:
+        hook.close()
