@@ -173,3 +173,36 @@ def test_a_sync_flush_broker_fsyncs_the_metering_journal_before_the_ack(tmp_path
     broker.stop()
     totals = usage_totals(broker.data_dir.parent / "metering", "acme")
     assert (totals["messages_in"], totals["bytes_in"]) == (3, 75_010)
+
+
+def test_repeated_sigkills_during_frequent_flushes_count_each_send_once(tmp_path: Path) -> None:
+    # given: a broker that flushes metering five times a second, so kills land in every phase of a
+    # flush (journal rotation, checkpoint, files, journal cleanup, upload)
+    broker = secure_broker_process(tmp_path / "broker", MQ_BROKER_METERING_FLUSH_S="0.2")
+    acked = attempted = 0
+    try:
+        for round_ in range(5):
+            broker.start()
+            if round_ == 0:
+                with BrokerAdminClient(broker.target, token=ADMIN_TOKEN) as op:
+                    creds = tenant(op, "acme")
+            v2 = client(broker, "acme", creds)
+            stop_at = time.monotonic() + 0.7 + 0.13 * round_
+            try:
+                while time.monotonic() < stop_at:
+                    attempted += 1
+                    if v2.send("orders", b"r" * 321).status.code == pb.Code.OK:
+                        acked += 1
+            finally:
+                v2.close()
+            # when: SIGKILL (the last send was answered; a flush may be running)
+            broker.kill()
+        broker.start()
+        broker.stop()
+    finally:
+        broker.kill()
+    # then: every acknowledged send counted, and none twice
+    totals = usage_totals(broker.data_dir.parent / "metering", "acme")
+    assert acked > 100 and acked == attempted  # every send was answered before its round's kill
+    assert totals["messages_in"] == acked, (acked, totals["messages_in"])
+    assert totals["bytes_in"] == totals["messages_in"] * 321
