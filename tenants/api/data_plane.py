@@ -18,6 +18,8 @@ from rest_framework.response import Response
 from tenants.models import Topic
 from tenants.services import messages, observe
 from tenants.services.gateway_views import MessageDraft, MessageQuery
+from tenants.services.lag_history import HISTORY_RANGES
+from tenants.services.lag_history import lag_history as stored_lag
 
 __all__ = ("GroupDataPlaneViews", "TopicDataPlaneViews")
 
@@ -220,6 +222,18 @@ class GroupLagSerializer(serializers.Serializer):  # type: ignore[type-arg]
     queues = GroupQueueLagSerializer(many=True)
 
 
+class LagPointSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    at = serializers.DateTimeField()
+    lag = serializers.IntegerField()
+    lag_ms = serializers.IntegerField()
+
+
+class LagHistorySerializer(serializers.Serializer):  # type: ignore[type-arg]
+    group = serializers.CharField()
+    range = serializers.CharField()
+    points = LagPointSerializer(many=True)
+
+
 class ResetOffsetSerializer(serializers.Serializer):  # type: ignore[type-arg]
     topic = serializers.CharField(max_length=100, help_text="Topic name (or id) of the group's tenant.")
     to = serializers.ChoiceField(choices=["beginning", "end", "time"])
@@ -333,7 +347,7 @@ class TopicDataPlaneViews:
 
 
 class GroupDataPlaneViews:
-    """``lag/``, ``clients/``, ``reset-offset/``, ``dlq/``, ``dlq/redrive/``."""
+    """``lag/``, ``lag-history/``, ``clients/``, ``reset-offset/``, ``dlq/``, ``dlq/redrive/``."""
 
     get_object: Any
     actor: Any
@@ -349,6 +363,22 @@ class GroupDataPlaneViews:
     def clients(self, request: Request, pk: str | None = None) -> Response:
         """Consumers of the group connected now."""
         return Response({"results": observe.group_clients(self.get_object())})
+
+    @extend_schema(
+        parameters=[OpenApiParameter("range", str, enum=list(HISTORY_RANGES), default="24h")],
+        request=None,
+        responses={200: LagHistorySerializer},
+    )
+    @action(detail=True, methods=["get"], url_path="lag-history")
+    def lag_history(self, request: Request, pk: str | None = None) -> Response:
+        """The group's stored lag samples (one a minute, kept 7 days), oldest first."""
+        span = request.query_params.get("range", "24h")
+        if span not in HISTORY_RANGES:
+            raise serializers.ValidationError({"range": [f"One of {', '.join(HISTORY_RANGES)}."]})
+        group = self.get_object()
+        points = stored_lag(group, HISTORY_RANGES[span])
+        data = {"group": group.name, "range": span, "points": points}
+        return Response(LagHistorySerializer(data).data)
 
     @extend_schema(request=ResetOffsetSerializer, responses={200: ResetOffsetResultSerializer})
     @action(detail=True, methods=["post"], url_path="reset-offset")

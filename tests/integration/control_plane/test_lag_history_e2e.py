@@ -87,6 +87,13 @@ def test_sampled_lag_is_charted_on_the_group_page(broker: BrokerProcess, operato
     assert 'aria-current="page">24h<' in html
     assert _chart(page.get("/t/acme/groups/billing/?range=1h").content.decode())["values"] == [2, 0]
 
+    # the API gives the same history to members; a range it does not know is a 400
+    viewer_api = APIClient()
+    viewer_api.force_authenticate(viewer)
+    history = _ok(viewer_api.get(f"/api/v1/consumer-groups/{group.pk}/lag-history/?range=1h"))
+    assert history["group"] == "billing" and [p["lag"] for p in history["points"]] == [2, 0]
+    assert viewer_api.get(f"/api/v1/consumer-groups/{group.pk}/lag-history/?range=2y").status_code == 400
+
     # samples past the week are pruned at the next run; a sample 2 hours old is out of the 1h range
     GroupLagSample.objects.create(
         tenant=group.tenant, group=group, sampled_at=timezone.now() - timedelta(days=8), total_lag=9
