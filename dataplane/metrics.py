@@ -94,12 +94,16 @@ class HACollector(Collector):
         confirmed = GaugeMetricFamily(
             "mq_ha_replica_confirmed_offset_bytes", "Replica's confirmed CommitLog offset", labels=per_replica
         )
+        lag_p99 = GaugeMetricFamily(
+            "mq_ha_replica_lag_p99_seconds", "p99 send-to-confirm time of DATA frames", labels=per_replica
+        )
         for replica in status["replicas"]:
             key = [group, name, replica["node"]]
             lag.add_metric(key, replica["lag_bytes"])
+            lag_p99.add_metric(key, replica["lag_p99_ms"] / 1000)
             in_sync.add_metric(key, 1 if replica["in_sync"] else 0)
             confirmed.add_metric(key, replica["confirmed_offset"])
-        yield from (epoch, master, offset, failures, lag, in_sync, confirmed)
+        yield from (epoch, master, offset, failures, lag, in_sync, confirmed, lag_p99)
 
 
 _HA_COLLECTOR = HACollector()

@@ -78,6 +78,7 @@ def test_wrong_secret_is_refused_and_metrics_follow_replication(tmp_path: Path) 
         _until(lambda: _samples(master).get(("mq_ha_replica_lag_bytes", replica.node)) == 0)
         samples = _samples(master)
         assert samples[("mq_ha_replica_in_sync", replica.node)] == 1
+        assert 0 < samples[("mq_ha_replica_lag_p99_seconds", replica.node)] < 1
         assert samples[("mq_ha_epoch", "")] == 1
         assert samples[("mq_ha_master", "")] == 1
         max_offset = master.status().node.max_offset
