@@ -426,8 +426,9 @@ class UsageMeter:
         for tree, epoch, record in records:
             groups.setdefault((tree, epoch // 3600), []).append((epoch, record))
         state["seq"] = self._seq + len(groups)
-        _write_atomic(self._state_path, json.dumps(state, sort_keys=True).encode())
         written_at = self._written_at()
+        state["last_written"] = self._last_written  # a restart continues after it, whatever the clock says
+        _write_atomic(self._state_path, json.dumps(state, sort_keys=True).encode())
         paths = []
         for (tree, hour), items in sorted(groups.items()):
             self._seq += 1
@@ -478,6 +479,7 @@ class UsageMeter:
                 logger.exception("metering state %s unreadable; replaying the journal", self._state_path)
                 state = {}
             self._seq = int(state.get("seq", 0))
+            self._last_written = float(state.get("last_written", 0.0))
             first_segment = int(state.get("journal", 0))
             for item in state.get("minutes", []):
                 key = (str(item.pop("tenant")), int(item.pop("minute")))

@@ -99,3 +99,16 @@ def test_nodes_of_one_ha_group_write_their_own_ids_and_files(tmp_path: Path) -> 
     solo = UsageMeter(tmp_path / "solo", "broker-0", tmp_path / "n3", clock=lambda: NOW)
     solo.count_call("acme", "SendMessage")
     assert solo.flush()[0].name.startswith("broker-0-")
+
+
+def test_a_rewrite_after_a_restart_wins_even_if_the_clock_went_back(tmp_path: Path) -> None:
+    meter = UsageMeter(tmp_path / "outbox", "b0", tmp_path, clock=lambda: NOW)
+    meter.count_in("acme", [10])
+    meter.flush()
+    meter.close()
+    # the restarted broker's clock is 5 s behind (the same minute); it adds to that minute
+    behind = UsageMeter(tmp_path / "outbox", "b0", tmp_path, clock=lambda: NOW - 5)
+    behind.count_in("acme", [20])
+    behind.flush()
+    usage = next(iter(latest(tmp_path / "outbox").values()))
+    assert (usage["messages_in"], usage["bytes_in"]) == (2, 30)
