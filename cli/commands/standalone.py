@@ -175,6 +175,8 @@ def standalone(
         demo_args = [python, str(REPO_ROOT / "manage.py"), "bootstrap_demo", "--base-url", base_url]
         if with_broker:
             demo_args += ["--broker", broker]
+            if metrics:
+                demo_args += ["--broker-metrics", metrics]
         demo = json.loads(supervisor.run_once("bootstrap", demo_args).stdout.strip().splitlines()[-1])
         _print_banner(demo, data_dir, with_broker, controller if with_broker else "")
         while True:

@@ -44,8 +44,11 @@ DEMO_TOPIC = "demo-topic"
 DEMO_GROUP = "demo-group"
 
 
-def register_local_broker(actor: Actor, endpoint: str) -> BrokerNode:
-    """The standalone broker as the default cluster's only node; an endpoint change is applied."""
+def register_local_broker(actor: Actor, endpoint: str, metrics_endpoint: str = "") -> BrokerNode:
+    """The standalone broker as the default cluster's only node; endpoint changes are applied.
+
+    ``metrics_endpoint`` (its --metrics-listen address) lets the overview show storage against quota.
+    """
     cluster = BrokerCluster.objects.filter(name=LOCAL_CLUSTER).first() or create_registry_object(
         actor, BrokerCluster(name=LOCAL_CLUSTER, description="mqctl standalone", is_default=True)
     )
@@ -55,10 +58,11 @@ def register_local_broker(actor: Actor, endpoint: str) -> BrokerNode:
     )
     assert isinstance(group, BrokerGroup)
     found = BrokerNode.objects.filter(name=LOCAL_NODE).first()
+    wanted = {"endpoint": endpoint, "metrics_endpoint": metrics_endpoint}
     if found is None:
-        node = create_registry_object(actor, BrokerNode(group=group, name=LOCAL_NODE, endpoint=endpoint))
-    elif found.endpoint != endpoint:
-        node = update_registry_object(actor, found, {"endpoint": endpoint})
+        node = create_registry_object(actor, BrokerNode(group=group, name=LOCAL_NODE, **wanted))
+    elif changed := {k: v for k, v in wanted.items() if getattr(found, k) != v}:
+        node = update_registry_object(actor, found, changed)
     else:
         node = found
     assert isinstance(node, BrokerNode)
@@ -71,6 +75,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--base-url", default="http://127.0.0.1:8000")
         parser.add_argument("--broker", default="", help="broker endpoint HOST:PORT, when one runs")
+        parser.add_argument("--broker-metrics", default="", help="the broker's Prometheus HOST:PORT")
 
     def handle(self, *args: Any, **options: Any) -> None:
         path = Path(settings.DATA_DIR) / "demo.json"
@@ -103,7 +108,7 @@ class Command(BaseCommand):
             if options["broker"]:
                 # Provisioning runs in Celery once this commits: the broker gets the topic and group.
                 actor = Actor(user=user)
-                register_local_broker(actor, options["broker"])
+                register_local_broker(actor, options["broker"], options["broker_metrics"])
                 if not Topic.objects.filter(tenant=tenant, name=DEMO_TOPIC).exists():
                     create_topic(actor, tenant, name=DEMO_TOPIC, queue_count=4)
                 if not ConsumerGroup.objects.filter(tenant=tenant, name=DEMO_GROUP).exists():

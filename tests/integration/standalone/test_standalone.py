@@ -84,7 +84,7 @@ def test_children_die_with_a_killed_supervisor(tmp_path: Path) -> None:
 def test_standalone_serves_and_stops_cleanly(tmp_path: Path) -> None:
     # given: embedded defaults (no DATABASE_URL), free ports
     data_dir = tmp_path / "data"
-    http_port, broker_port = free_port(), free_port()
+    http_port, broker_port, metrics_port = free_port(), free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
     env["MQ_BROKER_COMMIT_LOG_SEGMENT_BYTES"] = str(16 << 20)  # not 1 GiB zero-filled per test
     proc = subprocess.Popen(
@@ -100,7 +100,7 @@ def test_standalone_serves_and_stops_cleanly(tmp_path: Path) -> None:
             "--broker",
             f"127.0.0.1:{broker_port}",
             "--metrics",
-            "",
+            f"127.0.0.1:{metrics_port}",
         ],
         cwd=REPO,
         env=env,
@@ -179,6 +179,12 @@ def test_standalone_serves_and_stops_cleanly(tmp_path: Path) -> None:
         unsigned = ClientConfig(demo["broker"]["endpoint"], namespace=tenant["namespace"])
         with pytest.raises(UnauthorizedError), Producer(unsigned, topics=[tenant["topic"]]) as producer:
             producer.send(Message(tenant["topic"], b"anonymous"))
+        # the node is registered with its metrics endpoint, so the overview shows storage vs quota
+        nodes = httpx.get(f"{base}/api/v1/broker-nodes/", headers=token_auth).json()
+        nodes = nodes.get("results", nodes) if isinstance(nodes, dict) else nodes
+        assert [n["metrics_endpoint"] for n in nodes] == [f"127.0.0.1:{metrics_port}"]
+        scraped = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics").text
+        assert 'mq_tenant_storage_bytes{tenant="demo"}' in scraped
         children = processes_with_data_dir(data_dir.resolve())
         assert len(children) >= 3  # control plane, celery and the broker
 

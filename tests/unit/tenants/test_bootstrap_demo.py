@@ -11,7 +11,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from tenants.crypto import decrypt_secret
-from tenants.models import AccessKey, Tenant
+from tenants.management.commands.bootstrap_demo import LOCAL_NODE
+from tenants.models import AccessKey, BrokerNode, Tenant
 
 pytestmark = pytest.mark.django_db
 
@@ -44,3 +45,24 @@ def test_second_run_keeps_password_token_and_key(settings: object, tmp_path: Pat
     assert second == first
     assert AccessKey.objects.count() == 1
     assert Tenant.objects.count() == 1
+
+
+def test_registers_the_local_broker_with_its_metrics_endpoint(settings: object, tmp_path: Path) -> None:
+    """The overview's storage card scrapes the node's metrics endpoint: standalone registers it."""
+    settings.DATA_DIR = tmp_path  # type: ignore[attr-defined]
+    args = ["--base-url", "http://127.0.0.1:9999", "--broker", "127.0.0.1:8081"]
+    call_command("bootstrap_demo", *args, "--broker-metrics", "127.0.0.1:5557", stdout=StringIO())
+    node = BrokerNode.objects.get(name=LOCAL_NODE)
+    assert (node.endpoint, node.metrics_endpoint) == ("127.0.0.1:8081", "127.0.0.1:5557")
+    # A later start on other ports updates the one node rather than adding another.
+    call_command(
+        "bootstrap_demo",
+        "--broker",
+        "127.0.0.1:9091",
+        "--broker-metrics",
+        "127.0.0.1:6667",
+        stdout=StringIO(),
+    )
+    node = BrokerNode.objects.get(name=LOCAL_NODE)
+    assert (node.endpoint, node.metrics_endpoint) == ("127.0.0.1:9091", "127.0.0.1:6667")
+    assert BrokerNode.objects.count() == 1
