@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import wraps
-from typing import Any, Concatenate, ParamSpec
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 
 from tenants.models import Tenant
 from tenants.services import authz
@@ -24,6 +25,7 @@ from tenants.services.authz import Change
 __all__ = ("SESSION_TENANT", "Scope", "actor_of", "is_htmx", "operator_view", "tenant_view")
 
 P = ParamSpec("P")
+R = TypeVar("R", bound=HttpResponseBase)
 SESSION_TENANT = "console_tenant"
 
 
@@ -93,12 +95,12 @@ def tenant_view(
     return decorate
 
 
-def operator_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Platform pages: signed-in operators only (403 for everyone else)."""
+def operator_view(view: Callable[..., R]) -> Callable[..., R]:
+    """Platform pages (and files, e.g. run reports): signed-in operators only (403 for everyone else)."""
 
     @login_required
     @wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> R:
         if not authz.is_operator(request.user):
             raise PermissionDenied("Only platform operators see this page.")
         return view(request, *args, **kwargs)

@@ -103,4 +103,7 @@ urlpatterns = [
     *_platform_crud("nodes", "node"),
     path("platform/audit/", audit.platform_audit, name="platform-audit"),
     path("platform/jobs/", billing.job_runs, name="platform-jobs"),
+    # a run's report: index.html with its charts beside it, so relative links resolve under report/
+    path("platform/jobs/<int:pk>/report/", billing.job_report, name="job-report"),
+    path("platform/jobs/<int:pk>/report/<path:path>", billing.job_report, name="job-report-file"),
 ]
