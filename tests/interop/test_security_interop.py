@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.interop, pytest.mark.integration, pytest.mark.slow]
 
 TOKEN = "interop-operator-token"
 AK, SECRET = "AKinterop", "interop-secret"
+OTHER_AK, OTHER_SECRET = "AKintruder", "intruder-secret"
 
 
 def _name(cn: str) -> x509.Name:
@@ -94,6 +95,21 @@ def test_official_clients_sign_and_a_wrong_secret_is_refused(
                 # the broker answered UNAUTHORIZED, and says why (the clients hide the code)
                 refusals = [ln for ln in env.broker.output[logged:] if "QueryRoute refused" in ln]
                 assert refusals and all(reason in ln for ln in refusals), env.broker.output[logged:]
+        # another tenant's key (right secret) naming this namespace is FORBIDDEN, on produce and
+        # consume, and takes nothing away
+        env.admin.put_access_key(OTHER_AK, secret_key=OTHER_SECRET, namespace="intruder")
+        for lang, mode in (("py", "produce"), ("node", "produce"), ("py", "simple"), ("node", "simple")):
+            logged = len(env.broker.output)
+            proc = env.run_raw(
+                lang, mode, topic, group, count=1, timeout=15, credentials=(OTHER_AK, OTHER_SECRET)
+            )
+            assert proc.returncode != 0 or '"received": []' in proc.stdout, (lang, mode, proc.stdout[-500:])
+            refusals = [ln for ln in env.broker.output[logged:] if " refused: " in ln]
+            assert refusals and all("belongs to namespace 'intruder'" in ln for ln in refusals), (
+                lang,
+                mode,
+                env.broker.output[logged:],
+            )
         got = env.run("py", "simple", topic, group, count=6, timeout=30, credentials=(AK, SECRET))
         assert sorted(m["body"] for m in got["received"]) == sorted(
             [f"py-ok-{i}" for i in range(3)] + [f"node-ok-{i}" for i in range(3)]
