@@ -126,17 +126,7 @@ class PopState:
     def _load(self) -> None:
         snapshot = self._dir / "snapshot.json"
         if snapshot.exists():
-            for item in json.loads(snapshot.read_text()):
-                if "cl" in item:
-                    self.cl_next = int(item["cl"])
-                    continue
-                pos = QueuePosition(item["next"])
-                for e in item["inflight"]:
-                    pos.in_flight[e[0]] = InFlight(e[0], e[1], e[2], e[3], len(e) > 4 and bool(e[4]))
-                for offset, message_group in item.get("groups", ()):
-                    pos.groups[offset] = message_group
-                pos.held.update(item.get("held", ()))
-                self._positions[(item["g"], item["t"], item["q"])] = pos
+            self.restore(json.loads(snapshot.read_text()))
         journal = self._dir / "journal.log"
         if journal.exists():
             with open(journal) as f:
@@ -243,8 +233,25 @@ class PopState:
             if not self._batch_depth and self._dirty:
                 self._flush_journal()
 
-    def compact(self) -> None:
-        """Write the whole state as a snapshot and start an empty journal."""
+    def restore(self, items: list[dict[str, Any]]) -> None:
+        """Add the positions of a snapshot (:meth:`export`) to this state."""
+        for item in items:
+            if "cl" in item:
+                self.cl_next = int(item["cl"])
+                continue
+            pos = QueuePosition(item["next"])
+            for e in item["inflight"]:
+                pos.in_flight[e[0]] = InFlight(e[0], e[1], e[2], e[3], len(e) > 4 and bool(e[4]))
+            for offset, message_group in item.get("groups", ()):
+                pos.groups[offset] = message_group
+            pos.held.update(item.get("held", ()))
+            self._positions[(item["g"], item["t"], item["q"])] = pos
+
+    def in_flight_count(self) -> int:
+        return sum(len(pos.in_flight) + len(pos.held) for pos in self._positions.values())
+
+    def export(self) -> list[dict[str, Any]]:
+        """The whole state as JSON-ready items (the snapshot format), ``cl_next`` last."""
         items: list[dict[str, Any]] = []
         for (g, t, q), pos in self._positions.items():
             item: dict[str, Any] = {
@@ -262,6 +269,11 @@ class PopState:
                 item["held"] = sorted(pos.held)
             items.append(item)
         items.append({"cl": self.cl_next})
+        return items
+
+    def compact(self) -> None:
+        """Write the whole state as a snapshot and start an empty journal."""
+        items = self.export()
         tmp = self._dir / "snapshot.json.tmp"
         with open(tmp, "w") as f:
             json.dump(items, f)

@@ -11,7 +11,7 @@ import pytest
 
 from dataplane.pop import PopState
 from dataplane.pop_replication import POP_TOPIC, PopReplicator
-from dataplane.store import MessageStore
+from dataplane.store import MessageStore, MessageToStore
 from tests.unit.store.conftest import small_config
 
 
@@ -129,3 +129,42 @@ def test_state_ahead_of_the_commit_log_is_rebuilt(
     assert pop.cl_next == 0
     assert list(pop.items()) == []
     pop.close()
+
+
+def test_rebuild_starts_from_the_newest_snapshot(
+    stores: tuple[MessageStore, MessageStore], tmp_path: Path
+) -> None:
+    master_store, replica_store = stores
+    master = _pop(tmp_path / "mp")
+    writer = PopReplicator(master, master_store, "m", lambda: True, snapshot_every=4)
+    writer.start(None)
+    # given 10 single-change records: snapshots after records 4 and 8 (queue 1)
+    for offset in range(10):
+        master.deliver("g", "t", 0, offset, 1, 10_000, offset + 1)
+    assert writer.snapshots == 2
+    assert master_store.get_max_offset_in_queue(POP_TOPIC, 1) == 2
+    _copy(master_store, replica_store)
+    keep = master_store.max_physical_offset
+    master.ack("g", "t", 0, 3)  # a record the group's new history will not hold
+    _copy(master_store, replica_store)
+    replica = _pop(tmp_path / "rp")
+    replicator = PopReplicator(replica, replica_store, "r", lambda: False)
+    replicator.start(None)
+    assert 3 not in replica.peek("g", "t", 0).in_flight  # type: ignore[union-attr]
+    applied = replicator.applied
+    # when the replica is truncated and rebuilds
+    replica_store.truncate_to(keep)
+    replicator.rebuild()
+    # then it loaded the snapshot of record 8 and applied only records 8 and 9
+    assert replicator.applied - applied == 2
+    assert set(replica.peek("g", "t", 0).in_flight) == set(range(10))  # type: ignore[union-attr]
+    assert replica.cl_next == 10
+    # and a newest snapshot missing a part (a torn put) is passed over for the one before
+    part = MessageToStore(POP_TOPIC, 1, b"torn", {"POP_SNAPSHOT": "10", "POP_PART": "0/2"})
+    assert replica_store.put_messages([part]).ok
+    applied = replicator.applied
+    replicator.rebuild()
+    assert replicator.applied - applied == 2
+    assert set(replica.peek("g", "t", 0).in_flight) == set(range(10))  # type: ignore[union-attr]
+    replica.close()
+    master.close()
