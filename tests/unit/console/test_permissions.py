@@ -1,23 +1,30 @@
 """Every console page and action against every role.
 
-Members read every page of their tenant; writes follow the API's matrix (docs/control-plane.md):
-developers manage topics and groups, owners/admins also keys, ACLs, members and the tenant name,
-operators everything (quotas and platform pages only them). Another tenant's pages are 404.
+Members read every page of their tenant (alert rules and lag history too); writes follow the API's
+matrix (docs/control-plane.md): developers manage topics, groups and alert rules, owners/admins also
+keys, ACLs, members and the tenant name, operators everything (quotas and platform pages, broker
+groups and run reports included, only them). Another tenant's pages are 404.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core import mail
+from django.core.cache import cache
 
 from tenants.models import (
     AccessKey,
     AclPolicy,
+    AlertRule,
     AuditEvent,
     ConsumerGroup,
+    JobRun,
     Membership,
     Plan,
     Quota,
@@ -36,7 +43,7 @@ MANAGE = {"owner", "admin"}
 BUILD = MANAGE | {"developer"}
 
 
-def _seed(p: Platform) -> dict[str, Any]:
+def _seed(p: Platform, tmp: Path | None = None) -> dict[str, Any]:
     topic = Topic.objects.create(tenant=p.tenant, name="orders", cluster=p.cluster)
     TopicPlacement.objects.create(topic=topic, broker_group=p.groups[0], queue_count=8)
     group = ConsumerGroup.objects.create(tenant=p.tenant, name="billing", cluster=p.cluster)
@@ -47,7 +54,29 @@ def _seed(p: Platform) -> dict[str, Any]:
     acl = AclPolicy.objects.create(tenant=p.tenant, principal="*", resource_type="Topic", actions=["Pub"])
     quota = Quota.objects.create(tenant=p.tenant, topic=topic, produce_messages_per_s=10)
     viewer = Membership.objects.get(tenant=p.tenant, user=p.users["viewer"])
-    return {"topic": topic, "group": group, "key": key, "acl": acl, "quota": quota, "viewer": viewer}
+    rule = AlertRule.objects.create(
+        tenant=p.tenant, group=group, name="watch", lag_threshold=100, email="oncall@example.com"
+    )
+    cache.delete(f"alert-test:{rule.pk}")  # the test button's once-a-minute mark of an earlier test
+    # a billing run with a report on disk (a page and a chart), for the operators' report page
+    report = (tmp or Path("/nonexistent")) / "reports" / "billing" / "date=2026-10-02"
+    if tmp is not None:
+        report.mkdir(parents=True)
+        (report / "index.html").write_text('<img src="tenant_usage.png">')
+        (report / "tenant_usage.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    run = JobRun.objects.create(
+        job="billing", date=date(2026, 10, 2), status="succeeded", details={"report": str(report), "days": []}
+    )
+    return {
+        "topic": topic,
+        "group": group,
+        "key": key,
+        "acl": acl,
+        "quota": quota,
+        "viewer": viewer,
+        "rule": rule,
+        "run": run,
+    }
 
 
 # (url template, roles besides the operator that get 200)
@@ -64,6 +93,8 @@ PAGES: list[tuple[str, set[str]]] = [
     ("/t/acme/topics/orders/delete/", BUILD),
     ("/t/acme/groups/", MEMBERS),
     ("/t/acme/groups/billing/", MEMBERS),
+    ("/t/acme/groups/billing/?range=1h", MEMBERS),  # lag history over an hour
+    ("/t/acme/groups/billing/?range=7d", MEMBERS),
     ("/t/acme/groups/billing/live/", MEMBERS),
     ("/t/acme/groups/billing/dlq/", MEMBERS),
     ("/t/acme/groups/billing/reset/", BUILD),
@@ -89,6 +120,11 @@ PAGES: list[tuple[str, set[str]]] = [
     ("/t/acme/settings/", MEMBERS),
     ("/t/acme/audit/", MEMBERS),
     ("/t/acme/billing/", MEMBERS),
+    ("/t/acme/alerts/", MEMBERS),
+    ("/t/acme/alerts/new/", BUILD),
+    ("/t/acme/alerts/new/?group={group}", BUILD),
+    ("/t/acme/alerts/{rule}/edit/", BUILD),
+    ("/t/acme/alerts/{rule}/delete/", BUILD),
 ]
 
 PLATFORM_PAGES = [
@@ -106,11 +142,15 @@ PLATFORM_PAGES = [
     "/platform/clusters/{cluster}/edit/",
     "/platform/broker-groups/new/",
     "/platform/broker-groups/{bgroup}/edit/",
+    "/platform/broker-groups/{bgroup}/",
+    "/platform/broker-groups/{bgroup}/live/",
     "/platform/nodes/new/",
     "/platform/nodes/{node}/edit/",
     "/platform/nodes/{node}/delete/",
     "/platform/audit/",
     "/platform/jobs/",
+    "/platform/jobs/{run}/report/",  # lists every tenant's figures: operators only
+    "/platform/jobs/{run}/report/tenant_usage.png",
 ]
 
 
@@ -125,6 +165,9 @@ def _fill(url: str, p: Platform, seed: dict[str, Any]) -> str:
         cluster=p.cluster.pk,
         bgroup=p.groups[0].pk,
         node=p.nodes[0].pk,
+        group=seed["group"].pk,
+        rule=seed["rule"].pk,
+        run=seed["run"].pk,
     )
 
 
@@ -145,8 +188,10 @@ def test_tenant_page_by_role(
 
 
 @pytest.mark.parametrize("url", [u for u, _ in PAGES] + PLATFORM_PAGES)
-def test_anonymous_is_sent_to_sign_in(platform: Platform, browser_for: Callable[..., Any], url: str) -> None:
-    response = browser_for(None).get(_fill(url, platform, _seed(platform)))
+def test_anonymous_is_sent_to_sign_in(
+    platform: Platform, browser_for: Callable[..., Any], url: str, tmp_path: Path
+) -> None:
+    response = browser_for(None).get(_fill(url, platform, _seed(platform, tmp_path)))
     assert response.status_code == 302
     assert response["Location"].startswith("/accounts/login/")
 
@@ -154,9 +199,9 @@ def test_anonymous_is_sent_to_sign_in(platform: Platform, browser_for: Callable[
 @pytest.mark.parametrize("url", PLATFORM_PAGES)
 @pytest.mark.parametrize("role", ROLES)
 def test_platform_pages_are_for_operators(
-    platform: Platform, browser_for: Callable[..., Any], url: str, role: str
+    platform: Platform, browser_for: Callable[..., Any], url: str, role: str, tmp_path: Path
 ) -> None:
-    response = browser_for(role).get(_fill(url, platform, _seed(platform)))
+    response = browser_for(role).get(_fill(url, platform, _seed(platform, tmp_path)))
     assert response.status_code == (200 if role == "operator" else 403), (role, url)
 
 
@@ -322,6 +367,43 @@ ACTIONS = [
         MANAGE,
         lambda p, s: type(p.tenant).objects.get(pk=p.tenant.pk).name == "Acme Corp",
     ),
+    Action(
+        "/t/acme/alerts/new/",
+        {
+            "name": "slow",
+            "group": "{group}",
+            "lag_threshold": 10,
+            "channel": "email",
+            "email": "a@example.com",
+        },
+        BUILD,
+        lambda p, s: AlertRule.objects.filter(name="slow", lag_threshold=10).exists(),
+    ),
+    Action(
+        "/t/acme/alerts/{rule}/edit/",
+        {
+            "name": "watch",
+            "group": "{group}",
+            "lag_threshold": 99,
+            "channel": "email",
+            "email": "oncall@example.com",
+            "enabled": "on",
+        },
+        BUILD,
+        lambda p, s: AlertRule.objects.get(pk=s["rule"].pk).lag_threshold == 99,
+    ),
+    Action(
+        "/t/acme/alerts/{rule}/delete/",
+        {},
+        BUILD,
+        lambda p, s: not AlertRule.objects.filter(pk=s["rule"].pk).exists(),
+    ),
+    Action(
+        "/t/acme/alerts/{rule}/test/",
+        {},
+        BUILD,
+        lambda p, s: [m.to for m in mail.outbox] == [["oncall@example.com"]],
+    ),
 ]
 
 
@@ -333,7 +415,7 @@ def test_tenant_action_by_role(
     # given
     seed = _seed(platform)
     data = {
-        k: (v.format(group=seed["group"].pk) if isinstance(v, str) and "{" in v else v)
+        k: (v.format(group=seed["group"].pk, rule=seed["rule"].pk) if isinstance(v, str) and "{" in v else v)
         for k, v in action.data.items()
     }
     # when
