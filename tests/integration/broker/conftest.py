@@ -41,8 +41,10 @@ class BrokerProcess:
         dev: bool = True,
         env: dict[str, str] | None = None,
         metrics_listen: str = "0",
+        args: tuple[str, ...] = (),
     ) -> None:
         self.metrics_listen = metrics_listen
+        self.args = args
         self.data_dir = data_dir
         self.port = port
         self.dev = dev
@@ -70,6 +72,7 @@ class BrokerProcess:
                 "--metrics-listen",
                 self.metrics_listen,
                 *(["--dev"] if self.dev else []),
+                *self.args,
             ],
             cwd=REPO_ROOT,
             stdout=subprocess.PIPE,

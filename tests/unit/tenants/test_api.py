@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -178,8 +179,12 @@ def test_owner_cannot_change_their_plan(platform: Platform) -> None:
 
 
 def test_access_key_secret_is_shown_once_and_encrypted_at_rest(
-    platform: Platform, gateway: InMemoryBrokerGateway, django_capture_on_commit_callbacks: Any
+    platform: Platform,
+    gateway: InMemoryBrokerGateway,
+    django_capture_on_commit_callbacks: Any,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.DEBUG)  # every logger, every level: the secret is in none of them
     client = platform.client("admin")
     with django_capture_on_commit_callbacks(execute=True):
         created = client.post("/api/v1/access-keys/", {"tenant": platform.tenant.pk}, format="json")
@@ -192,8 +197,9 @@ def test_access_key_secret_is_shown_once_and_encrypted_at_rest(
     assert "secret_key" not in client.get(f"/api/v1/access-keys/{key.pk}/").json()
     assert all("secret" not in k for k in client.get("/api/v1/access-keys/").json()["results"])
     assert gateway.access_keys[platform.nodes[0].endpoint][key.access_key].secret == secret
-    # the audit trail never holds it either
+    # the audit trail and the logs never hold it either
     assert secret not in str(list(AuditEvent.objects.values("before", "after")))
+    assert caplog.records and secret not in caplog.text
 
 
 def test_rotate_keeps_the_old_key_for_the_overlap_then_reconcile_revokes_it(
