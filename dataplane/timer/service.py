@@ -172,6 +172,9 @@ class TimerMessageStore:
         self._progress_seen = 0  # progress-topic queue offset read up to
         self._skip: set[int] = set()  # timer cl offsets the previous master delivered already
         self._skip_second = -1
+        # an idle master still records its progress this often, so replicas do not fall far behind
+        self.progress_interval_s = 60.0
+        self._last_progress = 0.0
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -397,6 +400,12 @@ class TimerMessageStore:
                     self._next_second = second + 1
                 self._deliver(second, entries)
                 self._delivered_second = second + 1
+                if (
+                    self.publish_progress
+                    and not entries
+                    and time.monotonic() - self._last_progress >= self.progress_interval_s
+                ):
+                    self._put([], second, True)
             except _Deposed:
                 # the rest of the second is delivered by whoever is master next (this node again:
                 # after the progress records of what it delivered, see _follow)
@@ -459,6 +468,8 @@ class TimerMessageStore:
             result = self.store.put_messages(msgs)
             if result.status in (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT):
                 self.delivered += delivered
+                if self.publish_progress:
+                    self._last_progress = time.monotonic()
                 return
             logger.warning("timer re-put refused (%s); retrying", result.status)
             time.sleep(0.1)

@@ -121,3 +121,20 @@ def test_truncated_timer_queue_is_dispatched_again(store: MessageStore, tmp_path
         assert _bodies(store) == [b"new"]
     finally:
         timers.shutdown()
+
+
+def test_an_idle_master_still_records_progress(store: MessageStore, tmp_path: Path) -> None:
+    timers = TimerMessageStore(store, tmp_path / "timer", max_delay_ms=60_000, checkpoint_interval_ms=200)
+    timers.publish_progress = True
+    timers.progress_interval_s = 0.5
+    timers.start()
+    try:
+        start = int(time.time())
+        _wait_for(lambda: len(_progress(store)) >= 2, timeout=5)
+        # then seconds without timers are recorded as done, so a follower keeps up
+        records = _progress(store)
+        assert all(r["o"] == [] and r["d"] is True for r in records)
+        assert [r["s"] for r in records] == sorted(r["s"] for r in records)
+        assert records[-1]["s"] >= start  # type: ignore[operator]
+    finally:
+        timers.shutdown()
