@@ -89,6 +89,12 @@ urlpatterns = [
     path("t/<slug:namespace>/alerts/<str:pk>/edit/", alerts.alert_edit, name="alert-edit"),
     path("t/<slug:namespace>/alerts/<str:pk>/delete/", alerts.alert_delete, name="alert-delete"),
     path("t/<slug:namespace>/alerts/<str:pk>/test/", alerts.alert_test, name="alert-test"),
+    path("t/<slug:namespace>/alerts/<str:pk>/secret/", alerts.alert_secret, name="alert-secret"),
+    path(
+        "t/<slug:namespace>/alerts/<str:pk>/secret/rotate/",
+        alerts.alert_secret_rotate,
+        name="alert-secret-rotate",
+    ),
     # operator pages
     path("platform/", platform.platform_home, name="platform"),
     path("platform/tenants/", platform.tenant_list, name="platform-tenants"),

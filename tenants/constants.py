@@ -13,7 +13,11 @@ __all__ = (
     "ACCESS_KEY_SECRET_BYTES",
     "ALERT_DLQ_COUNT_CAP",
     "ALERT_RENOTIFY_AFTER",
+    "ALERT_SIGNATURE_HEADER",
+    "ALERT_SIGNING_SECRET_BYTES",
+    "ALERT_SIGNING_SECRET_PREFIX",
     "ALERT_TEST_INTERVAL_S",
+    "ALERT_TIMESTAMP_HEADER",
     "ALERT_WEBHOOK_TIMEOUT_S",
     "ANALYTICS_MAX_RETRIES",
     "ANALYTICS_RETRY_BACKOFF_S",
@@ -72,6 +76,13 @@ ALERT_RENOTIFY_AFTER = timedelta(hours=1)
 ALERT_TEST_INTERVAL_S = 60
 # A webhook receiver that hangs must not hold the evaluation of every other rule.
 ALERT_WEBHOOK_TIMEOUT_S = 5.0
+# Webhook signing: each rule has its own secret; every POST carries the HMAC-SHA256 of its raw body
+# under the secret (``sha256=<hex>``) and the send time in Unix seconds (also ``sent_at`` in the body,
+# so the signature covers it and receivers can refuse replays).
+ALERT_SIGNING_SECRET_PREFIX = "whsec_"
+ALERT_SIGNING_SECRET_BYTES = 32
+ALERT_SIGNATURE_HEADER = "X-MQCloud-Signature"
+ALERT_TIMESTAMP_HEADER = "X-MQCloud-Timestamp"
 
 # Lag history (one sample per group per minute): kept a week, about 10k rows per group.
 LAG_HISTORY_RETENTION = timedelta(days=7)

@@ -16,12 +16,21 @@ from django.views.decorators.http import require_POST
 from console.access import Scope, actor_of, tenant_view
 from console.actions import attempt, changes_of
 from console.forms import AlertRuleForm
+from tenants.choices import AlertChannel
 from tenants.errors import ControlPlaneError
 from tenants.models import AlertRule
 from tenants.services import alerts, queries
 from tenants.services.authz import Change
 
-__all__ = ("alert_delete", "alert_edit", "alert_list", "alert_new", "alert_test")
+__all__ = (
+    "alert_delete",
+    "alert_edit",
+    "alert_list",
+    "alert_new",
+    "alert_secret",
+    "alert_secret_rotate",
+    "alert_test",
+)
 
 RECENT_EVENTS = 50
 
@@ -80,6 +89,8 @@ def alert_new(request: HttpRequest, scope: Scope) -> HttpResponse:
         rule = attempt(form, lambda: alerts.create_alert_rule(actor_of(request), scope.tenant, **fields))
         if rule is not None:
             messages.success(request, f"The alert rule {rule} was created; it is checked every minute.")
+            if rule.channel == AlertChannel.WEBHOOK:  # the receiver needs the secret to verify calls
+                return redirect("console:alert-secret", scope.tenant.namespace, rule.pk)
             return redirect(_list_url(scope))
     return _form_page(request, scope, form, "New alert rule", "Create alert rule")
 
@@ -144,3 +155,47 @@ def alert_test(request: HttpRequest, scope: Scope, pk: str) -> HttpResponse:
     else:
         messages.success(request, f"A test notification of {rule} was sent to {rule.target}.")
     return redirect(_list_url(scope))
+
+
+def _secret_page(
+    request: HttpRequest, scope: Scope, rule: AlertRule, secret: str, rotated: bool
+) -> HttpResponse:
+    response = render(
+        request,
+        "console/alerts/secret.html",
+        {"scope": scope, "rule": rule, "secret": secret, "rotated": rotated, "list_url": _list_url(scope)},
+    )
+    response["Cache-Control"] = "no-store"  # a secret must not sit in a browser or proxy cache
+    return response
+
+
+@tenant_view(Change.ALERT_RULE)
+def alert_secret(request: HttpRequest, scope: Scope, pk: str) -> HttpResponse:
+    """The rule's webhook signing secret, for those who may change the rule (viewers: 403)."""
+    rule = _rule(scope, pk)
+    return _secret_page(request, scope, rule, alerts.signing_secret(rule), rotated=False)
+
+
+@tenant_view(Change.ALERT_RULE)
+def alert_secret_rotate(request: HttpRequest, scope: Scope, pk: str) -> HttpResponse:
+    """Confirm, then a new signing secret (audited); webhooks are signed with it from now on."""
+    rule = _rule(scope, pk)
+    form = forms.Form(request.POST if request.method == "POST" else None)
+    if request.method == "POST" and form.is_valid():
+        secret = alerts.rotate_signing_secret(actor_of(request), rule)
+        return _secret_page(request, scope, rule, secret, rotated=True)
+    return render(
+        request,
+        "console/confirm.html",
+        {
+            "scope": scope,
+            "form": form,
+            "object": rule,
+            "title": f"Rotate the signing secret of {rule}?",
+            "message": "The current secret stops signing at once: webhook calls fail your receiver's "
+            "check until it has the new one.",
+            "submit": "Rotate secret",
+            "danger": True,
+            "cancel_url": reverse("console:alert-secret", args=[scope.tenant.namespace, rule.pk]),
+        },
+    )

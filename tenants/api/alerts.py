@@ -7,7 +7,11 @@ from typing import Any
 
 import django_filters as filters
 from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
 from tenants.api.permissions import BUILDERS, is_operator
@@ -114,6 +118,9 @@ class AlertEventFilterSet(filters.FilterSet):
         fields = ("metric", "delivered", "group_name")
 
 
+_SECRET = inline_serializer("AlertRuleSigningSecret", {"signing_secret": serializers.CharField()})
+
+
 class AlertRuleViewSet(TenantScopedViewSet):
     """Alert rules on consumer groups; developers and up manage them, every member reads them."""
 
@@ -129,6 +136,33 @@ class AlertRuleViewSet(TenantScopedViewSet):
         tenant = data.pop("tenant")
         self.require_write_role(tenant)
         serializer.instance = alerts.create_alert_rule(self.actor, tenant, **data)
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Create a rule; the answer also carries its webhook ``signing_secret``."""
+        response = super().create(request, *args, **kwargs)
+        rule = AlertRule.objects.get(pk=response.data["id"])
+        response.data["signing_secret"] = alerts.signing_secret(rule)
+        response["Cache-Control"] = "no-store"
+        return response
+
+    @extend_schema(request=None, responses={200: _SECRET})
+    @action(detail=True, methods=["get"], url_path="signing-secret")
+    def signing_secret(self, request: Request, pk: str | None = None) -> Response:
+        """The rule's webhook signing secret: for those who may change the rule (viewers: 403)."""
+        rule = self.get_object()
+        self.require_write_role(rule.tenant)
+        response = Response({"signing_secret": alerts.signing_secret(rule)})
+        response["Cache-Control"] = "no-store"
+        return response
+
+    @extend_schema(request=None, responses={200: _SECRET})
+    @action(detail=True, methods=["post"], url_path="rotate-signing-secret")
+    def rotate_signing_secret(self, request: Request, pk: str | None = None) -> Response:
+        """A new signing secret (audited); the old one stops signing at once."""
+        rule = self.get_object()
+        response = Response({"signing_secret": alerts.rotate_signing_secret(self.actor, rule)})
+        response["Cache-Control"] = "no-store"
+        return response
 
     def perform_update(self, serializer: BaseSerializer[Any]) -> None:
         data = dict(serializer.validated_data)

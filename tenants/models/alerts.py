@@ -44,6 +44,8 @@ class AlertRule(models.Model):
         validators=[URLValidator(schemes=["http", "https"])],
         help_text="An http(s) URL that receives a JSON POST per alert.",
     )
+    # Fernet-encrypted (tenants.crypto): the evaluator needs the plain secret to sign each webhook.
+    signing_secret_encrypted = models.BinaryField(editable=False, default=bytes)
     enabled = models.BooleanField(default=True)
     firing = models.BooleanField(default=False, help_text="Whether the last evaluation found it reached.")
     last_evaluated = models.DateTimeField(null=True, blank=True)

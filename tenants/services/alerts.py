@@ -1,5 +1,10 @@
 """Alert rules: their life cycle (audited), their evaluation against the brokers' figures, and the
-notifications (e-mail through Django's mail, webhooks as a JSON POST through httpx).
+notifications (e-mail through Django's mail, webhooks as a signed JSON POST through httpx).
+
+Each rule has a webhook signing secret, made at creation (and on rotation). A webhook POST carries
+``X-MQCloud-Signature: sha256=<hex HMAC-SHA256 of the raw body>`` and ``X-MQCloud-Timestamp`` (Unix
+seconds, also ``sent_at`` in the signed body), so the receiver can tell the call came from us and
+is fresh; docs/console.md shows how to verify it.
 
 The evaluation runs in Celery beat (``tenants.evaluate_alert_rules``); every notification sent is
 recorded as an AlertEvent, which the console's overview shows.
@@ -7,9 +12,14 @@ recorded as an AlertEvent, which the console's overview shows.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import ipaddress
+import json
 import logging
+import secrets
 import socket
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,16 +34,21 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from tenants.choices import AlertChannel, AlertMetric, ProvisioningStatus
+from tenants.choices import AlertChannel, AlertMetric, AuditAction, ProvisioningStatus
 from tenants.constants import (
     ALERT_DLQ_COUNT_CAP,
     ALERT_RENOTIFY_AFTER,
+    ALERT_SIGNATURE_HEADER,
+    ALERT_SIGNING_SECRET_BYTES,
+    ALERT_SIGNING_SECRET_PREFIX,
     ALERT_TEST_INTERVAL_S,
+    ALERT_TIMESTAMP_HEADER,
     ALERT_WEBHOOK_TIMEOUT_S,
 )
+from tenants.crypto import decrypt_secret, encrypt_secret
 from tenants.errors import AlreadyExists, BrokerUnavailable, ControlPlaneError, InvalidState
 from tenants.models import AlertEvent, AlertRule, ConsumerGroup, Tenant
-from tenants.services.audit import Actor, create_audited, delete_audited, update_audited
+from tenants.services.audit import Actor, create_audited, delete_audited, record_event, update_audited
 from tenants.services.observe import group_lag, group_nodes
 from tenants.services.provisioning import get_gateway
 
@@ -47,8 +62,12 @@ __all__ = (
     "delete_alert_rule",
     "evaluate_alert_rules",
     "recent_alerts",
+    "rotate_signing_secret",
     "send_test_notification",
+    "sign_webhook",
+    "signing_secret",
     "update_alert_rule",
+    "webhook_signature",
 )
 
 logger = logging.getLogger(__name__)
@@ -110,11 +129,33 @@ def _unknown(fields: dict[str, Any]) -> None:
         raise ControlPlaneError(f"Unknown alert rule fields: {', '.join(sorted(unknown))}.")
 
 
+def _new_signing_secret() -> str:
+    return ALERT_SIGNING_SECRET_PREFIX + secrets.token_urlsafe(ALERT_SIGNING_SECRET_BYTES)
+
+
+def signing_secret(rule: AlertRule) -> str:
+    """The rule's webhook signing secret in the clear (for its receiver's configuration, and to sign).
+
+    A rule saved without one (made outside these services) gets one now; set only if still empty,
+    so two callers at once agree on the same secret.
+    """
+    if not bytes(rule.signing_secret_encrypted):
+        fresh = encrypt_secret(_new_signing_secret())
+        AlertRule.objects.filter(pk=rule.pk, signing_secret_encrypted=b"").update(
+            signing_secret_encrypted=fresh
+        )
+        rule.signing_secret_encrypted = AlertRule.objects.values_list(
+            "signing_secret_encrypted", flat=True
+        ).get(pk=rule.pk)
+    return decrypt_secret(rule.signing_secret_encrypted)
+
+
 @transaction.atomic
 def create_alert_rule(actor: Actor, tenant: Tenant, **fields: Any) -> AlertRule:
-    """Create a rule on one of the tenant's consumer groups (audited)."""
+    """Create a rule on one of the tenant's consumer groups (audited), with its own signing secret."""
     _unknown(fields)
     rule = _validated(AlertRule(tenant=tenant, **fields))
+    rule.signing_secret_encrypted = encrypt_secret(_new_signing_secret())
     try:
         with transaction.atomic():
             create_audited(actor, rule)
@@ -142,6 +183,19 @@ def update_alert_rule(actor: Actor, rule: AlertRule, **changes: Any) -> AlertRul
         cleaned["firing"] = False
     update_audited(actor, rule, cleaned)
     return rule
+
+
+@transaction.atomic
+def rotate_signing_secret(actor: Actor, rule: AlertRule) -> str:
+    """Replace the rule's signing secret (audited, the secret itself never is); returns the new one.
+
+    The old secret stops at once: webhooks sent after this are signed with the new one only.
+    """
+    secret = _new_signing_secret()
+    rule.signing_secret_encrypted = encrypt_secret(secret)
+    rule.save(update_fields=["signing_secret_encrypted", "updated"])
+    record_event(actor, AuditAction.ROTATE, rule, after={"signing_secret": "rotated"})
+    return secret
 
 
 @transaction.atomic
@@ -290,10 +344,34 @@ def _check_webhook_target(url: str) -> None:
             raise ControlPlaneError(f"The webhook host {host!r} is not a public address ({address}).")
 
 
-def _send_webhook(url: str, payload: dict[str, Any]) -> None:
+def webhook_signature(secret: str, body: bytes) -> str:
+    """``sha256=<hex>``: HMAC-SHA256 of the raw body, keyed with the secret's UTF-8 bytes."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def sign_webhook(
+    secret: str, payload: dict[str, Any], now: float | None = None
+) -> tuple[bytes, dict[str, str]]:
+    """The exact body to POST (with ``sent_at``) and its headers: content type, timestamp, signature.
+
+    The body is serialized once here and sent as these bytes: a receiver verifies the bytes it got,
+    so nothing may re-encode it in between.
+    """
+    sent_at = int(time.time() if now is None else now)
+    body = json.dumps({**payload, "sent_at": sent_at}, separators=(",", ":"), sort_keys=True).encode()
+    headers = {
+        "Content-Type": "application/json",
+        ALERT_TIMESTAMP_HEADER: str(sent_at),
+        ALERT_SIGNATURE_HEADER: webhook_signature(secret, body),
+    }
+    return body, headers
+
+
+def _send_webhook(url: str, payload: dict[str, Any], secret: str) -> None:
     _check_webhook_target(url)
+    body, headers = sign_webhook(secret, payload)
     try:
-        response = httpx.post(url, json=payload, timeout=ALERT_WEBHOOK_TIMEOUT_S)
+        response = httpx.post(url, content=body, headers=headers, timeout=ALERT_WEBHOOK_TIMEOUT_S)
     except httpx.HTTPError as exc:
         raise ControlPlaneError(f"The webhook could not be reached: {exc}") from exc
     if response.status_code >= 300:
@@ -325,7 +403,7 @@ def _deliver(rule: AlertRule, breach: Breach, payload: dict[str, Any]) -> str:
     """Send one notification on the rule's channel; the reason it failed, or "" when delivered."""
     try:
         if rule.channel == AlertChannel.WEBHOOK:
-            _send_webhook(rule.webhook_url, payload)
+            _send_webhook(rule.webhook_url, payload, signing_secret(rule))
         else:
             _send_email(rule.email, rule, breach, payload)
     except ControlPlaneError as exc:

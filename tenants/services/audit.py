@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 __all__ = ("Actor", "create_audited", "delete_audited", "record_event", "snapshot", "update_audited")
 
 # Never written to the audit log, whatever the model.
-_REDACTED_FIELDS = frozenset({"secret_encrypted", "password"})
+_REDACTED_FIELDS = frozenset({"secret_encrypted", "signing_secret_encrypted", "password"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,6 +119,10 @@ def test_alert_rule_form_keeps_input_and_lists_the_rule(page: Any) -> None:
     expect()(page.get_by_label("Webhook URL")).to_have_value("https://hooks.example.com/mq")
     page.get_by_label("Lag threshold (messages)").fill("1000")
     page.get_by_role("button", name="Create alert rule").click()
+    # a webhook rule: its signing secret comes next, for the receiver to verify calls with
+    expect()(page).to_have_url(re.compile(r"/t/acme/alerts/\d+/secret/$"))
+    expect()(page.locator("#signing-secret")).to_have_text(re.compile(r"^whsec_[A-Za-z0-9_-]{43}$"))
+    page.locator("#secret-done").click()
     expect()(page).to_have_url(re.compile(r"/t/acme/alerts/$"))
     row = page.locator("#alert-rules tbody tr").filter(has_text=name)
     expect()(row).to_contain_text("lag ≥ 1000")

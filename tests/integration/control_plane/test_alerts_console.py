@@ -66,8 +66,9 @@ def test_create_keeps_input_on_error_then_edit_and_delete(acme: dict[str, Any]) 
     # when: fixed
     good = {**bad, "lag_threshold": "100", "webhook_url": "https://hooks.example.com/mq"}
     response = dev.post("/t/acme/alerts/new/", good)
-    assert response.status_code == 302 and response["Location"] == "/t/acme/alerts/"
     rule = AlertRule.objects.get()
+    # a webhook rule's next stop is its signing secret, which the receiver needs
+    assert response.status_code == 302 and response["Location"] == f"/t/acme/alerts/{rule.pk}/secret/"
     assert (rule.tenant, rule.group, rule.lag_threshold, rule.target) == (
         acme["tenant"],
         group,
@@ -202,5 +203,71 @@ def test_send_a_test_notification(acme: dict[str, Any], settings: Any) -> None:
         assert acme["vic"].post(f"/t/acme/alerts/{by_email.pk}/test/").status_code == 403
         assert dev.get(f"/t/acme/alerts/{by_email.pk}/test/").status_code == 405
         assert len(mail.outbox) == 1
+    finally:
+        hook.close()
+
+
+def _secret_on(html: str) -> str:
+    found = re.search(r'id="signing-secret">([^<]+)<', html)
+    assert found, html[:2000]
+    return found.group(1)
+
+
+def test_webhook_calls_are_signed_with_the_rules_secret(acme: dict[str, Any], settings: Any) -> None:
+    from django.core.cache import cache
+
+    from tests.integration.control_plane.test_alerts_e2e import Webhook, signed_by
+
+    cache.clear()
+    settings.MQ_ALERT_WEBHOOK_ALLOW_PRIVATE = True  # the receiver is on loopback
+    dev: Client = acme["dana"]
+    hook = Webhook()
+    try:
+        # given: a developer creates a webhook rule; the secret page comes next, not cached
+        form = {
+            "name": "signed",
+            "group": str(acme["group"].pk),
+            "lag_threshold": "5",
+            "channel": "webhook",
+            "webhook_url": hook.url,
+            "enabled": "on",
+        }
+        page = dev.post("/t/acme/alerts/new/", form, follow=True)
+        rule = AlertRule.objects.get(name="signed")
+        assert page.redirect_chain[-1][0] == f"/t/acme/alerts/{rule.pk}/secret/"
+        assert page["Cache-Control"] == "no-store"
+        secret = _secret_on(page.content.decode())
+        assert (
+            secret.startswith("whsec_")
+            and _secret_on(dev.get(f"/t/acme/alerts/{rule.pk}/secret/").content.decode()) == secret
+        )
+        # viewers read the rule, never its secret; the list offers the secret only to writers
+        assert acme["vic"].get(f"/t/acme/alerts/{rule.pk}/secret/").status_code == 403
+        assert f"/alerts/{rule.pk}/secret/" not in acme["vic"].get("/t/acme/alerts/").content.decode()
+        assert f"/alerts/{rule.pk}/secret/" in dev.get("/t/acme/alerts/").content.decode()
+        # nor is the secret anywhere in the audit log
+        assert secret not in str(list(AuditEvent.objects.values_list("before", "after")))
+
+        # when: the developer sends a test notification
+        dev.post(f"/t/acme/alerts/{rule.pk}/test/")
+        # then: the receiver recomputes the HMAC of the raw body with the secret, and it matches
+        [(body, headers)] = hook.raw
+        assert headers["x-mqcloud-signature"].startswith("sha256=") and signed_by(secret, body, headers)
+
+        # when: the secret is rotated (confirmed; a GET only asks)
+        assert (
+            "Rotate the signing secret"
+            in dev.get(f"/t/acme/alerts/{rule.pk}/secret/rotate/").content.decode()
+        )
+        assert acme["vic"].post(f"/t/acme/alerts/{rule.pk}/secret/rotate/").status_code == 403
+        rotated = dev.post(f"/t/acme/alerts/{rule.pk}/secret/rotate/")
+        new = _secret_on(rotated.content.decode())
+        assert new != secret and rotated["Cache-Control"] == "no-store"
+        assert AuditEvent.objects.filter(object_type="alertrule", action="rotate").count() == 1
+        cache.clear()  # the test button's once-a-minute limit
+        dev.post(f"/t/acme/alerts/{rule.pk}/test/")
+        # then: the next call is signed with the new secret only
+        body, headers = hook.raw[1]
+        assert signed_by(new, body, headers) and not signed_by(secret, body, headers)
     finally:
         hook.close()

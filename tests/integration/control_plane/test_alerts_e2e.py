@@ -4,6 +4,8 @@ backend), and the fired alerts on the console's overview."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import threading
 import time
@@ -34,16 +36,20 @@ def _ok(response: Any, code: int = 200) -> Any:
 
 
 class Webhook:
-    """A real HTTP server on 127.0.0.1 that records the JSON bodies POSTed to it."""
+    """A real HTTP server on 127.0.0.1 that records the JSON bodies POSTed to it, and each call's raw
+    body and headers (to check signatures the way a receiver does)."""
 
     def __init__(self, status: int = 204) -> None:
         self.received: list[dict[str, Any]] = []
+        self.raw: list[tuple[bytes, dict[str, str]]] = []
         hook = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
-                hook.received.append(json.loads(self.rfile.read(length)))
+                body = self.rfile.read(length)
+                hook.raw.append((body, {k.lower(): v for k, v in self.headers.items()}))
+                hook.received.append(json.loads(body))
                 self.send_response(status)
                 self.end_headers()
 
@@ -58,6 +64,18 @@ class Webhook:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def signed_by(secret: str, body: bytes, headers: dict[str, str]) -> bool:
+    """What a receiver does (docs/console.md): recompute the HMAC-SHA256 of the raw body with the
+    rule's secret, compare in constant time; the timestamp header is the body's ``sent_at``."""
+    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    fresh = abs(time.time() - int(headers["x-mqcloud-timestamp"])) < 300
+    return (
+        hmac.compare_digest(expected, headers["x-mqcloud-signature"])
+        and json.loads(body)["sent_at"] == int(headers["x-mqcloud-timestamp"])
+        and fresh
+    )
 
 
 @pytest.fixture
@@ -138,6 +156,12 @@ def test_rules_fire_on_real_lag_and_dead_letters(
     assert invalid.status_code == 400
     assert set(invalid.json()["error"]["fields"]) >= {"lag_threshold", "dlq_threshold", "webhook_url"}
     made = _ok(dev_api.post("/api/v1/alert-rules/", lag_rule, format="json"), 201)
+    # the rule's webhook signing secret: in the create answer, readable again by developers, not viewers
+    secret = made["signing_secret"]
+    assert secret.startswith("whsec_") and len(secret) > 40
+    assert _ok(dev_api.get(f"/api/v1/alert-rules/{made['id']}/signing-secret/"))["signing_secret"] == secret
+    assert viewer_api.get(f"/api/v1/alert-rules/{made['id']}/signing-secret/").status_code == 403
+    assert "signing_secret" not in _ok(viewer_api.get(f"/api/v1/alert-rules/{made['id']}/"))
     dlq_rule = {
         "tenant": tenant["id"],
         "name": "billing dead letters",
@@ -162,6 +186,12 @@ def test_rules_fire_on_real_lag_and_dead_letters(
     assert result["rules"] == 3 and result["firing"] == 2 and result["notified"] == 2
     [hook_call] = webhook.received
     assert hook_call["tenant"] == "acme" and hook_call["group"] == "billing"
+    # signed: the receiver recomputes the HMAC of the raw body with the rule's secret, and it matches
+    [(body, headers)] = webhook.raw
+    assert headers["content-type"] == "application/json"
+    assert signed_by(secret, body, headers)
+    assert not signed_by("whsec_" + "x" * 43, body, headers)
+    assert not signed_by(secret, body.replace(b'"acme"', b'"evil"'), headers)
     assert hook_call["metric"] == "lag" and hook_call["value"] == lag and hook_call["threshold"] == lag
     [email] = mail.outbox
     assert email.to == ["oncall@example.com"] and "dead letters at 1" in email.subject

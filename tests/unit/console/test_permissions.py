@@ -125,6 +125,8 @@ PAGES: list[tuple[str, set[str]]] = [
     ("/t/acme/alerts/new/?group={group}", BUILD),
     ("/t/acme/alerts/{rule}/edit/", BUILD),
     ("/t/acme/alerts/{rule}/delete/", BUILD),
+    ("/t/acme/alerts/{rule}/secret/", BUILD),  # the webhook signing secret: not for viewers
+    ("/t/acme/alerts/{rule}/secret/rotate/", BUILD),
 ]
 
 PLATFORM_PAGES = [
@@ -397,6 +399,12 @@ ACTIONS = [
         {},
         BUILD,
         lambda p, s: not AlertRule.objects.filter(pk=s["rule"].pk).exists(),
+    ),
+    Action(
+        "/t/acme/alerts/{rule}/secret/rotate/",
+        {},
+        BUILD,
+        lambda p, s: AuditEvent.objects.filter(object_type="alertrule", action="rotate").exists(),
     ),
     Action(
         "/t/acme/alerts/{rule}/test/",
