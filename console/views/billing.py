@@ -43,6 +43,8 @@ def billing(request: HttpRequest, scope: Scope) -> HttpResponse:
         "charts": [{"field": f, "label": label, "bars": _bars(days, f)} for f, label in SERIES],
         "invoices": queries.invoices(scope.tenant)[:12],
         "lag": queries.lag_days(scope.tenant),
+        # the run reports cover every tenant: a shortcut for operators only
+        "platform_reports": reports.latest_reports() if scope.operator else [],
     }
     return render(request, "console/billing.html", context)
 

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tenants.choices import AnalyticsJob, JobRunStatus
 from tenants.models import JobRun
 
-__all__ = ("REPORT_PAGE", "ReportFile", "ReportLink", "report_file", "report_links")
+__all__ = ("REPORT_PAGE", "ReportFile", "ReportLink", "latest_reports", "report_file", "report_links")
 
 REPORT_PAGE = "index.html"
 _DAY_DIR = re.compile(r"date=\d{4}-\d{2}-\d{2}")
@@ -78,6 +79,18 @@ def report_links(run: JobRun) -> list[ReportLink]:
         if prefix and directory != main:
             links.append(ReportLink(prefix.removeprefix("date="), f"{prefix}/"))
     return links
+
+
+def latest_reports() -> list[JobRun]:
+    """Each job's newest succeeded run that has a report: for operators' shortcuts (every tenant's
+    figures are in them, so never for tenant members)."""
+    found = []
+    for job in AnalyticsJob.values:
+        runs = JobRun.objects.filter(job=job, status=JobRunStatus.SUCCEEDED).order_by("-date", "-started")
+        run = next((r for r in runs[:10] if report_links(r)), None)  # a few back: old runs may lack one
+        if run is not None:
+            found.append(run)
+    return found
 
 
 def _content_type(name: str) -> str | None:

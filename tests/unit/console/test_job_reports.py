@@ -100,6 +100,17 @@ def test_operator_gets_the_page_its_charts_and_report_json(
     assert operator.get(f"{base}date=2026-10-01/daily_charges.png")["Content-Type"] == "image/png"
 
 
+def test_operators_get_a_shortcut_on_a_tenants_billing_page(
+    platform: Platform, browser_for: Callable[..., Any], run: JobRun
+) -> None:
+    # an older run and a failed one are not the latest report
+    JobRun.objects.create(job="billing", date=date(2026, 10, 3), status="failed", details={})
+    html = browser_for("operator").get(f"/t/{platform.tenant.namespace}/billing/").content.decode()
+    shortcut = html.split('id="platform-reports"')[1].split("</p>")[0]
+    assert f'href="/platform/jobs/{run.pk}/report/"' in shortcut and "Billing 2026-10-02" in shortcut
+    assert "Consumer lag" not in shortcut  # no lag run has a report
+
+
 @pytest.mark.parametrize("role", ["owner", "admin", "developer", "viewer", "outsider"])
 def test_tenant_users_get_no_report(
     platform: Platform, browser_for: Callable[..., Any], run: JobRun, role: str
@@ -109,7 +120,7 @@ def test_tenant_users_get_no_report(
         assert client.get(f"/platform/jobs/{run.pk}/report/{suffix}").status_code == 403
     # nor a link from their billing page (the report lists every tenant)
     billing = client.get(f"/t/{platform.tenant.namespace}/billing/").content.decode()
-    assert "/report/" not in billing
+    assert "/report/" not in billing and 'id="platform-reports"' not in billing
     anonymous = browser_for(None).get(f"/platform/jobs/{run.pk}/report/")
     assert anonymous.status_code == 302 and "/login" in anonymous["Location"]
 
