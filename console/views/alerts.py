@@ -158,13 +158,17 @@ def alert_test(request: HttpRequest, scope: Scope, pk: str) -> HttpResponse:
 
 
 def _secret_page(
-    request: HttpRequest, scope: Scope, rule: AlertRule, secret: str, rotated: bool
+    request: HttpRequest, scope: Scope, rule: AlertRule, secret: str, rotated: bool, error: str = ""
 ) -> HttpResponse:
-    response = render(
-        request,
-        "console/alerts/secret.html",
-        {"scope": scope, "rule": rule, "secret": secret, "rotated": rotated, "list_url": _list_url(scope)},
-    )
+    context = {
+        "scope": scope,
+        "rule": rule,
+        "secret": secret,
+        "rotated": rotated,
+        "error": error,
+        "list_url": _list_url(scope),
+    }
+    response = render(request, "console/alerts/secret.html", context, status=409 if error else 200)
     response["Cache-Control"] = "no-store"  # a secret must not sit in a browser or proxy cache
     return response
 
@@ -173,7 +177,11 @@ def _secret_page(
 def alert_secret(request: HttpRequest, scope: Scope, pk: str) -> HttpResponse:
     """The rule's webhook signing secret, for those who may change the rule (viewers: 403)."""
     rule = _rule(scope, pk)
-    return _secret_page(request, scope, rule, alerts.signing_secret(rule), rotated=False)
+    try:
+        secret = alerts.signing_secret(rule)
+    except ControlPlaneError as exc:  # undecryptable after a key change: rotating is the way out
+        return _secret_page(request, scope, rule, "", rotated=False, error=exc.message)
+    return _secret_page(request, scope, rule, secret, rotated=False)
 
 
 @tenant_view(Change.ALERT_RULE)

@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from cryptography.fernet import InvalidToken
 from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
@@ -147,7 +148,13 @@ def signing_secret(rule: AlertRule) -> str:
         rule.signing_secret_encrypted = AlertRule.objects.values_list(
             "signing_secret_encrypted", flat=True
         ).get(pk=rule.pk)
-    return decrypt_secret(rule.signing_secret_encrypted)
+    try:
+        return decrypt_secret(rule.signing_secret_encrypted)
+    except InvalidToken as exc:  # encrypted under a key this deployment no longer has
+        raise InvalidState(
+            f"The signing secret of the alert rule '{rule.name}' cannot be decrypted with this "
+            "deployment's keys (MQ_SECRETS_KEY or SECRET_KEY changed); rotate it."
+        ) from exc
 
 
 @transaction.atomic

@@ -269,5 +269,15 @@ def test_webhook_calls_are_signed_with_the_rules_secret(acme: dict[str, Any], se
         # then: the next call is signed with the new secret only
         body, headers = hook.raw[1]
         assert signed_by(new, body, headers) and not signed_by(secret, body, headers)
+
+        # a secret encrypted under a key this deployment no longer has: the page says so, offers rotation
+        from cryptography.fernet import Fernet
+
+        foreign = Fernet(Fernet.generate_key()).encrypt(b"whsec_elsewhere")
+        AlertRule.objects.filter(pk=rule.pk).update(signing_secret_encrypted=foreign)
+        stuck = dev.get(f"/t/acme/alerts/{rule.pk}/secret/")
+        assert stuck.status_code == 409 and "rotate it" in stuck.content.decode()
+        assert 'id="signing-secret"' not in stuck.content.decode()
+        assert _secret_on(dev.post(f"/t/acme/alerts/{rule.pk}/secret/rotate/").content.decode())
     finally:
         hook.close()

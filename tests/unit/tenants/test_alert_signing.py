@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from typing import Any
 
 import pytest
 
@@ -57,3 +58,27 @@ def test_a_rule_saved_without_a_secret_gets_one_and_keeps_it() -> None:
     # the other copy does not make a second one: it finds the first already set and uses it
     assert first.startswith("whsec_") and alerts.signing_secret(stale) == first
     assert alerts.signing_secret(AlertRule.objects.get(pk=rule.pk)) == first
+
+
+def test_a_secret_the_keys_cannot_decrypt_is_a_delivery_error_not_a_crash(settings: Any) -> None:
+    from django.core.cache import cache
+
+    tenant = Tenant.objects.create(name="Acme", namespace="acme")
+    group = ConsumerGroup.objects.create(tenant=tenant, name="billing")
+    rule = alerts.create_alert_rule(
+        Actor(),
+        tenant,
+        name="hook",
+        group=group,
+        lag_threshold=1,
+        channel="webhook",
+        webhook_url="https://h.example/x",
+    )
+    cache.delete(f"alert-test:{rule.pk}")
+    settings.SECRET_KEY = "another deployment's key " * 3  # the derived Fernet key changes with it
+    # the notification is not sent and says why (the evaluator records it on the AlertEvent)
+    error = alerts.send_test_notification(rule)
+    assert "cannot be decrypted" in error and "rotate it" in error
+    # rotating under the current keys makes it usable again
+    new = alerts.rotate_signing_secret(Actor(), rule)
+    assert alerts.signing_secret(AlertRule.objects.get(pk=rule.pk)) == new
