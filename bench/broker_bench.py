@@ -169,6 +169,45 @@ async def produce(target: str, count: int, per_request: int, in_flight: int) -> 
         return len(requests) * per_request / (time.perf_counter() - started)
 
 
+def receive_request(group: str, topic: str, batch: int, invisible_s: int) -> svc.ReceiveMessageRequest:
+    """A POP receive of up to ``batch`` messages from any queue, long-polling 2 s."""
+    request = svc.ReceiveMessageRequest(
+        group=pb.Resource(name=group),
+        message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=-1),
+        filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
+        batch_size=batch,
+        auto_renew=False,
+    )
+    request.invisible_duration.FromSeconds(invisible_s)
+    request.long_polling_timeout.FromSeconds(2)
+    return request
+
+
+async def receive(s: Any, request: svc.ReceiveMessageRequest, deadline_s: float = 10) -> list[pb.Message]:
+    """The messages of one receive call."""
+    return [
+        frame.message
+        async for frame in s.ReceiveMessage(request, timeout=deadline_s)
+        if frame.WhichOneof("content") == "message"
+    ]
+
+
+async def ack(s: Any, group: str, topic: str, received: list[pb.Message], deadline_s: float = 10) -> None:
+    """Ack ``received`` in one call; raise when the broker refuses."""
+    entries = [
+        svc.AckMessageEntry(
+            message_id=m.system_properties.message_id, receipt_handle=m.system_properties.receipt_handle
+        )
+        for m in received
+    ]
+    response = await s.AckMessage(
+        svc.AckMessageRequest(group=pb.Resource(name=group), topic=pb.Resource(name=topic), entries=entries),
+        timeout=deadline_s,
+    )
+    if response.status.code not in (pb.Code.OK, pb.Code.MULTIPLE_RESULTS):
+        raise RuntimeError(f"ack on {topic} failed: {response.status}")
+
+
 async def consume(target: str, count: int, batch: int = 32, in_flight: int = 4) -> float:
     async with stub(target) as s:
         received = 0
@@ -176,33 +215,11 @@ async def consume(target: str, count: int, batch: int = 32, in_flight: int = 4) 
         async def worker() -> None:
             nonlocal received
             while received < count:
-                request = svc.ReceiveMessageRequest(
-                    group=pb.Resource(name=GROUP),
-                    message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC), id=-1),
-                    filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
-                    batch_size=batch,
-                    auto_renew=False,
-                )
-                request.invisible_duration.FromSeconds(60)
-                request.long_polling_timeout.FromSeconds(2)
-                handles = []
-                async for frame in s.ReceiveMessage(request, timeout=10):
-                    if frame.WhichOneof("content") == "message":
-                        sp = frame.message.system_properties
-                        handles.append(
-                            svc.AckMessageEntry(message_id=sp.message_id, receipt_handle=sp.receipt_handle)
-                        )
-                if not handles:
+                got = await receive(s, receive_request(GROUP, TOPIC, batch, 60))
+                if not got:
                     return
-                ack = await s.AckMessage(
-                    svc.AckMessageRequest(
-                        group=pb.Resource(name=GROUP), topic=pb.Resource(name=TOPIC), entries=handles
-                    ),
-                    timeout=10,
-                )
-                if ack.status.code not in (pb.Code.OK, pb.Code.MULTIPLE_RESULTS):
-                    raise RuntimeError(f"ack failed: {ack.status}")
-                received += len(handles)
+                await ack(s, GROUP, TOPIC, got)
+                received += len(got)
 
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(in_flight)))

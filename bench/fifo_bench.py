@@ -39,7 +39,7 @@ from typing import Any
 
 import grpc
 
-from bench.broker_bench import BODY, free_port, process, stub
+from bench.broker_bench import BODY, ack, free_port, process, receive, receive_request, stub
 from mqcloud.admin.v1 import admin_pb2, admin_pb2_grpc
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
@@ -128,38 +128,17 @@ async def consume(target: str, topic: str, group: str, count: int, workers: int)
 
         async def worker() -> None:
             nonlocal received, last_progress
-            request = svc.ReceiveMessageRequest(
-                group=pb.Resource(name=group),
-                message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=-1),
-                filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
-                batch_size=BATCH,
-                auto_renew=False,
-            )
-            request.invisible_duration.FromSeconds(120)
-            request.long_polling_timeout.FromSeconds(2)
+            request = receive_request(group, topic, BATCH, 120)
             while received < count and time.monotonic() - last_progress < STALL_S:
-                entries = []
-                async for frame in s.ReceiveMessage(request, timeout=10):
-                    if frame.WhichOneof("content") == "message":
-                        m = frame.message
-                        # recorded before the ack: the next of a message group is delivered only
-                        # after this one is acked, so the list is in delivery order
-                        seen.setdefault(m.user_properties["mg"], []).append(int(m.user_properties["seq"]))
-                        sp = m.system_properties
-                        entries.append(
-                            svc.AckMessageEntry(message_id=sp.message_id, receipt_handle=sp.receipt_handle)
-                        )
-                if not entries:
+                got = await receive(s, request)
+                # recorded before the ack: the next of a message group is delivered only after this
+                # one is acked, so each list is in delivery order
+                for m in got:
+                    seen.setdefault(m.user_properties["mg"], []).append(int(m.user_properties["seq"]))
+                if not got:
                     continue
-                ack = await s.AckMessage(
-                    svc.AckMessageRequest(
-                        group=pb.Resource(name=group), topic=pb.Resource(name=topic), entries=entries
-                    ),
-                    timeout=30,
-                )
-                if ack.status.code not in (pb.Code.OK, pb.Code.MULTIPLE_RESULTS):
-                    raise RuntimeError(f"ack on {topic} failed: {ack.status}")
-                received += len(entries)
+                await ack(s, group, topic, got, deadline_s=30)
+                received += len(got)
                 last_progress = time.monotonic()
 
         started = time.perf_counter()
