@@ -4,15 +4,19 @@ costs the producers.
     uv run python bench/tiered_bench.py [--quick] [--json PATH] [--dir DIR]
 
 A moto S3 server (``python -m moto.server``) is started on a free loopback port and stopped by PID.
-The store is a TieredMessageStore in this process, as in a broker (offload shares the process and the
-GIL with the write path). 4 KiB messages over 4 queues, 16 MiB segments.
+The store is a TieredMessageStore in this process, as in a broker; the offloader reads, hashes and
+uploads segments from its child upload process, as in a broker. 4 KiB messages over 4 queues, 16 MiB
+segments; 64 MiB per round with ``--quick``, else 512 MiB.
 
 - cold_vs_hot_read_ratio: MB/s of sequential ``get_messages`` (batches of 32, every queue) over
-  offloaded segments whose local copies were deleted (ranged GETs of 1 MiB blocks, 4 blocks of
-  read-ahead, cache emptied first) over the same reads while the segments were local (page cache).
+  offloaded segments whose local copies were deleted (1 MiB blocks; read-ahead of 4 blocks that
+  doubles per refill up to 16 MiB, one ranged GET per refill; cache emptied first) over the same reads
+  while the segments were local (page cache).
 - verified: every message read cold equals what was written (body, queue offset, keys).
-- producer_slowdown_ratio: time to append the same volume while the offloader uploads a backlog of
-  sealed segments paced at 50 MB/s, over the time without offloading.
+- producer_slowdown_ratio: median time to append one round while the offloader uploads a backlog of
+  sealed segments, paced by the offloader at 50 MB/s (3 rounds with ``--quick``, else 1), over the
+  median time without offloading (as many rounds before and after). The S3 server's and the upload
+  process's CPU during the rounds with offload are reported in cores (the machine's 2 are shared).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -71,7 +76,7 @@ def start_moto() -> tuple[subprocess.Popen[bytes], str]:
             time.sleep(0.2)
 
 
-def open_store(work: Path, endpoint: str, name: str) -> TieredMessageStore:
+def open_store(work: Path, endpoint: str, name: str, **tier_options: int) -> TieredMessageStore:
     config = MessageStoreConfig(work / name, mapped_file_size_commit_log=SEGMENT, clean_interval_ms=3_600_000)
     tier = TierConfig(
         ObjectStoreSettings(
@@ -88,6 +93,7 @@ def open_store(work: Path, endpoint: str, name: str) -> TieredMessageStore:
         cache_bytes=64 << 20,
         block_bytes=1 << 20,
         prefetch_blocks=4,
+        **tier_options,
     )
     store = TieredMessageStore(config, tier)
     store.start()
@@ -163,12 +169,27 @@ def bench_reads(work: Path, endpoint: str, total: int) -> dict[str, object]:
         store.shutdown()
 
 
-def bench_producer(work: Path, endpoint: str, total: int) -> dict[str, object]:
-    store = open_store(work, endpoint, "produce")
+def _cpu_s(pid: int | None) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` (0 when it is gone)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_producer(work: Path, endpoint: str, total: int, rounds: int, moto_pid: int) -> dict[str, object]:
+    """``rounds`` appends of ``total`` bytes without offload, ``rounds`` while the offloader works
+    through a backlog at OFFLOAD_RATE (paced by the offloader itself), ``rounds`` without again; the
+    ratio is of the median times. CPU seconds of the S3 server and of the upload process are taken
+    over the rounds with offload, to tell what the producer competed with."""
+    store = open_store(work, endpoint, "produce", offload_rate_bytes=OFFLOAD_RATE)
     try:
         fill(store, total, 2)  # the backlog the offloader works through
-        base_s = fill(store, total, 3)  # appends with no offload running
         backlog = store.offloader.pending()
+        without = [fill(store, total, 100 + r) for r in range(rounds)]
         stop = threading.Event()
         uploaded = [0, 0.0]
 
@@ -179,23 +200,36 @@ def bench_producer(work: Path, endpoint: str, total: int) -> dict[str, object]:
                     break
                 store.offloader._offload(mf)
                 uploaded[0] += mf.file_size
-                # pace to OFFLOAD_RATE: sleep off what the upload did not use of its time slot
-                ahead = uploaded[0] / OFFLOAD_RATE - (time.perf_counter() - began)
-                if ahead > 0:
-                    time.sleep(ahead)
             uploaded[1] = time.perf_counter() - began
 
+        worker = store.upload_worker
+        worker_pid = worker.pid if worker is not None else None
         thread = threading.Thread(target=offload)
         thread.start()
         time.sleep(0.05)
-        with_s = fill(store, total, 4)
+        cpu_before = (_cpu_s(moto_pid), _cpu_s(worker_pid), time.process_time())
+        began = time.perf_counter()
+        with_offload = [fill(store, total, 200 + r) for r in range(rounds)]
+        wall = time.perf_counter() - began
+        moto_cpu = _cpu_s(moto_pid) - cpu_before[0]
+        worker_cpu = _cpu_s(worker_pid) - cpu_before[1]
+        own_cpu = time.process_time() - cpu_before[2]
         stop.set()
         thread.join()
+        without += [fill(store, total, 300 + r) for r in range(rounds)]
+        base_s = statistics.median(without)
+        with_s = statistics.median(with_offload)
         return {
             "produce_mb_s_without_offload": round(total / base_s / 1e6, 1),
             "produce_mb_s_with_offload": round(total / with_s / 1e6, 1),
             "offload_mb_s": round(uploaded[0] / uploaded[1] / 1e6, 1) if uploaded[1] else 0.0,
             "producer_slowdown_ratio": round(with_s / base_s, 3),
+            "producer_rounds": rounds,
+            "producer_round_ratios": [round(w / base_s, 3) for w in with_offload],
+            # cores' worth of CPU used during the rounds with offload
+            "s3_server_cpu_cores_with_offload": round(moto_cpu / wall, 3),
+            "upload_process_cpu_cores_with_offload": round(worker_cpu / wall, 3),
+            "bench_process_cpu_cores_with_offload": round(own_cpu / wall, 3),
         }
     finally:
         store.shutdown()
@@ -213,7 +247,7 @@ def main() -> None:
     try:
         figures: dict[str, object] = {"total_bytes_per_phase": total, "segment_bytes": SEGMENT}
         figures |= bench_reads(work, endpoint, total)
-        figures |= bench_producer(work, endpoint, total)
+        figures |= bench_producer(work, endpoint, total, 3 if args.quick else 1, proc.pid)
     finally:
         proc.terminate()
         proc.wait(10)

@@ -84,6 +84,14 @@ class ColdReader:
         if seg is None or last > seg.end or not 0 < last - first <= _BATCH_SPAN:
             return -1, b""
         data = self._read(commitlog_key(seg.start), seg.size, first - seg.start, last - first, 0)
+        cache = self.cache
+        key = commitlog_key(seg.start)
+        if seg.end - last <= cache.window_bytes(key):
+            # the read-ahead window reaches past the segment's end: continue into the next one
+            nxt = self.view.segment_for(seg.end)
+            if nxt is not None:
+                cache.prefetch(commitlog_key(nxt.start), nxt.size, after=key)
+                cache.prefetch(cq_key(nxt.start), nxt.cq_size)
         return first, data
 
     def _from_batch(self, start: int, data: bytes, physical_offset: int, size: int) -> StoredMessage:

@@ -6,9 +6,10 @@ One pass (every ``interval_ms``, on its own thread):
 1. load the manifest if that has not succeeded yet (nothing happens without it);
 2. only on the master: take the sealed segments after the manifest's end that lie below the
    confirmed offset, oldest first, when the oldest is ``offload_after_ms`` old or more than
-   ``offload_pending_bytes`` wait; for each: build the ConsumeQueue and index objects, PUT the three
-   objects, verify size + MD5 of each (the ETag when it is the MD5, else by reading the object back),
-   then save the manifest with the segment added. A crash or an error before that save leaves the
+   ``offload_pending_bytes`` wait; for each: build the ConsumeQueue and index objects and PUT them,
+   have the upload process (``uploader.py``) read, hash, upload and verify the segment file, verify
+   size + MD5 of each object (from the S3 ETag, single or multipart, else by reading it back), then
+   save the manifest with the segment added. A crash or an error before that save leaves the
    manifest as it was: the segment is uploaded again next time (overwriting any partial objects);
 3. drop segments from the front of the manifest whose every topic is past hot + tiered retention:
    save the manifest first, then delete the objects (so no listed segment lacks its bytes).
@@ -35,8 +36,9 @@ from dataplane.store.tiered.manifest import (
     cq_key,
     index_key,
 )
-from dataplane.store.tiered.object_store import SINGLE_PUT_MAX_BYTES, ObjectStoreUnavailableError, object_md5
+from dataplane.store.tiered.object_store import ObjectStoreUnavailableError, object_md5
 from dataplane.store.tiered.segment_objects import build_segment_objects
+from dataplane.store.tiered.uploader import Pacer, TierVerifyError, upload_file
 
 if TYPE_CHECKING:
     from dataplane.store.tiered.store import TieredMessageStore
@@ -44,12 +46,6 @@ if TYPE_CHECKING:
 __all__ = ("OffloadService", "OffloadStats", "TierVerifyError", "with_segments")
 
 logger = logging.getLogger(__name__)
-
-
-class TierVerifyError(StoreError):
-    """An uploaded object's size or checksum differs from the local bytes."""
-
-    retriable = True
 
 
 @dataclasses.dataclass(slots=True)
@@ -70,6 +66,7 @@ class OffloadService:
         self.store = store
         self.stats = OffloadStats()
         self._pass_lock = threading.Lock()
+        self._pacer = Pacer()  # used when uploading on this thread (no upload process)
         self.stopping = False
 
     def run_once(self, now_ms: int | None = None) -> int:
@@ -140,25 +137,38 @@ class OffloadService:
         if actual != md5:
             raise TierVerifyError(f"{key}: expected MD5 {md5}, found {actual} after upload")
 
+    def _upload_segment(self, mf: MappedFile) -> str:
+        """Upload and verify the CommitLog object of ``mf`` (sealed: its file no longer changes)."""
+        store = self.store
+        config = store.tier_config
+        key = commitlog_key(mf.file_from_offset)
+        if mf.closed:
+            raise StoreError(f"segment {mf.file_from_offset} closed while offloading")
+        worker = store.upload_worker
+        if worker is not None:
+            return worker.upload(
+                key,
+                mf.path,
+                mf.file_size,
+                config.upload_part_bytes,
+                config.offload_rate_bytes,
+                lambda: self.stopping,
+            )
+        self._pacer.rate = config.offload_rate_bytes
+        return upload_file(store.objects, key, mf.path, mf.file_size, config.upload_part_bytes, self._pacer)
+
     def _offload(self, mf: MappedFile) -> None:
         store = self.store
         start = mf.file_from_offset
         end = start + mf.file_size
         began = time.monotonic()
         objs = build_segment_objects(store.commit_log, store.consume_queues, store.index, start, end)
-        try:
-            data = mf.read(0, mf.file_size)
-        except ValueError as exc:
-            raise StoreError(f"segment {start} closed while offloading") from exc
-        if mf.file_size > SINGLE_PUT_MAX_BYTES:
-            logger.info("tier: segment %d is larger than one PUT; using a multipart upload", start)
-        md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
         cq_md5 = hashlib.md5(objs.cq_data, usedforsecurity=False).hexdigest()
         index_md5 = hashlib.md5(objs.index_data, usedforsecurity=False).hexdigest()
         # queue and index data first: a segment is findable only once all three are verified
         self._upload(cq_key(start), objs.cq_data, cq_md5)
         self._upload(index_key(start), objs.index_data, index_md5)
-        self._upload(commitlog_key(start), data, md5)
+        md5 = self._upload_segment(mf)
         seg = TieredSegment(
             start=start,
             size=mf.file_size,

@@ -28,6 +28,7 @@ from dataplane.store.tiered.object_store import ObjectStore, open_object_store
 from dataplane.store.tiered.offload import OffloadService
 from dataplane.store.tiered.retention import TieredRetentionService
 from dataplane.store.tiered.status import TierStatus, tier_status
+from dataplane.store.tiered.uploader import UploadWorker
 
 __all__ = ("TieredMessageStore",)
 
@@ -52,7 +53,13 @@ class TieredMessageStore(MessageStore):
         self.manifest = OffloadManifest(segment_size=config.mapped_file_size_commit_log)
         self.view = ManifestView(self.manifest)
         self.manifest_loaded = False
-        self.cache = BlockCache(self.objects, tier.block_bytes, tier.cache_bytes, tier.prefetch_blocks)
+        self.cache = BlockCache(
+            self.objects,
+            tier.block_bytes,
+            tier.cache_bytes,
+            tier.prefetch_blocks,
+            readahead_max_bytes=tier.readahead_max_bytes,
+        )
         self.cold = ColdReader(self.cache, self.commit_log.msg_id_prefix, self.view)
         retention = TieredRetentionService(
             config, self.commit_log, self.consume_queues, self.index, self.disk_usage_ratio
@@ -60,6 +67,11 @@ class TieredMessageStore(MessageStore):
         retention.tiered_store = self
         self.retention = retention
         self.offloader = OffloadService(self)
+        # segments go up from a child process, unless the caller hands in its own object store
+        # (tests wrap one to inject failures), which only this process can call
+        self.upload_worker = (
+            UploadWorker(tier.object_store) if objects is None and tier.upload_process else None
+        )
         self._confirmed_offset: Callable[[], int] | None = None
         self._is_master: Callable[[], bool] | None = None
         self._retention: Callable[[str], tuple[float, float]] | None = None
@@ -112,6 +124,8 @@ class TieredMessageStore(MessageStore):
 
     def start(self) -> None:
         super().start()
+        if self.upload_worker is not None:
+            self.upload_worker.start()  # now, not on the first upload: its start-up costs CPU too
         self.ensure_manifest()
         service = PeriodicService("TieredOffloadService", self.tier_config.interval_ms, self._offload_pass)
         service.start()
@@ -123,6 +137,8 @@ class TieredMessageStore(MessageStore):
             super().shutdown()
         finally:
             self.cache.close()
+            if self.upload_worker is not None:
+                self.upload_worker.close()
 
     def _offload_pass(self) -> None:
         # local retention right after an offload, so a short hot retention frees the disk at once

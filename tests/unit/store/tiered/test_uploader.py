@@ -1,0 +1,165 @@
+"""Segment uploads from the child upload process, pacing by bytes, and the read-ahead window."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from dataplane.store.tiered import offload
+from dataplane.store.tiered.block_cache import BlockCache
+from dataplane.store.tiered.manifest import commitlog_key
+from dataplane.store.tiered.object_store import (
+    ObjectInfo,
+    ObjectStore,
+    ObjectStoreSettings,
+    open_object_store,
+)
+from dataplane.store.tiered.uploader import Pacer, upload_file
+from tests.unit.store.tiered.conftest import TOPIC, TieredFactory, put_many
+
+
+def test_segments_are_uploaded_by_the_child_process(
+    make_tiered: TieredFactory, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # given: uploading on the offload thread would fail
+    def in_process(*args: object, **kwargs: object) -> str:
+        raise AssertionError("the segment was uploaded by the broker process")
+
+    monkeypatch.setattr(offload, "upload_file", in_process)
+    store = make_tiered()
+    worker = store.upload_worker
+    assert worker is not None and worker.pid is not None and worker.pid != os.getpid()
+    sent = put_many(store, 150)
+    # when
+    offloaded = store.offloader.run_once()
+    # then: every sealed segment is in the object store, byte for byte, and listed
+    assert offloaded == len(store.commit_log.queue.files) - 1 > 0
+    objects = open_object_store(ObjectStoreSettings(url=f"file://{tmp_path}/objects"))
+    for seg in store.view.segments:
+        local = store.commit_log.queue.files[0].path.parent / f"{seg.start:020d}"
+        assert objects.get(commitlog_key(seg.start)) == local.read_bytes()
+    store.delete_expired_files()
+    assert [m.body for m in store.get_messages(TOPIC, 0, 0, 5).messages] == [b for _, b in sent[0:10:2]]
+    assert store.tier_status().offload_failures == 0
+
+
+def test_upload_process_killed_mid_upload_fails_the_pass_and_is_replaced(make_tiered: TieredFactory) -> None:
+    # given: a paced upload that takes about two seconds per 16 KiB segment
+    store = make_tiered(offload_rate_bytes=8 << 10)
+    worker = store.upload_worker
+    assert worker is not None
+    put_many(store, 150)
+    first_pid = worker.pid
+    assert first_pid is not None
+    killer = threading.Timer(0.5, os.kill, (first_pid, signal.SIGKILL))
+    killer.start()
+    # when
+    assert store.offloader.run_once() == 0
+    killer.join()
+    # then: nothing was listed or deleted, the failure shows, and the next pass uses a new process
+    status = store.tier_status()
+    assert status.tiered_segments == 0 and status.offload_failures == 1
+    assert "upload worker" in status.last_error
+    assert store.delete_expired_files() == 0
+    store.tier_config.offload_rate_bytes = 0
+    assert store.offloader.run_once() > 0
+    assert worker.started == 2 and worker.pid not in (None, first_pid)
+
+
+def test_shutdown_interrupts_a_paced_upload(make_tiered: TieredFactory) -> None:
+    store = make_tiered(offload_rate_bytes=1 << 10)  # 16 s per segment
+    put_many(store, 150)
+    passes = threading.Thread(target=store.offloader.run_once)
+    passes.start()
+    time.sleep(0.3)
+    began = time.monotonic()
+    store.offloader.stopping = True
+    passes.join(5)
+    assert not passes.is_alive() and time.monotonic() - began < 2
+    assert store.view.segments == []
+
+
+def test_pacer_holds_uploads_to_the_rate(tmp_path: Path) -> None:
+    objects = open_object_store(ObjectStoreSettings(url=f"file://{tmp_path}/objects"))
+    path = tmp_path / "segment"
+    data = os.urandom(3 << 20)
+    path.write_bytes(data)
+    began = time.monotonic()
+    upload_file(objects, "seg", path, len(data), 5 << 20, Pacer(4 << 20))
+    # 3 MiB at 4 MiB/s is 0.75 s, less the quarter second of initial credit
+    assert time.monotonic() - began >= 0.45
+    assert objects.get("seg") == data
+
+
+class CountingStore:
+    """Counts ranged GETs of the wrapped store."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner = inner
+        self.url = inner.url
+        self.gets: list[tuple[int, int]] = []
+
+    def put(self, key: str, data: bytes | memoryview | Path) -> ObjectInfo:
+        return self.inner.put(key, data)
+
+    def head(self, key: str) -> ObjectInfo:
+        return self.inner.head(key)
+
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        self.gets.append((start, length))
+        return self.inner.get_range(key, start, length)
+
+    def get(self, key: str) -> bytes:
+        return self.inner.get(key)
+
+    def delete(self, key: str) -> None:
+        self.inner.delete(key)
+
+    def list(self, prefix: str) -> list[str]:
+        return self.inner.list(prefix)
+
+
+def test_sequential_reads_widen_the_read_ahead_window(tmp_path: Path) -> None:
+    objects = CountingStore(open_object_store(ObjectStoreSettings(url=f"file://{tmp_path}")))
+    blob = os.urandom(64 * 4096)
+    objects.put("blob", blob)
+    cache = BlockCache(objects, 4096, 64 * 4096, prefetch_blocks=2, readahead_max_bytes=8 * 4096)
+    try:
+        for pos in range(0, len(blob), 1000):
+            assert cache.read("blob", len(blob), pos, 1000) == blob[pos : pos + 1000]
+        # 64 blocks: block 0, then windows of 2, 4 and 8 blocks (the cap), one GET each: 11 GETs
+        # (32 with a fixed window of 2 blocks, 64 with one GET per block)
+        assert sum(length for _, length in objects.gets) == len(blob)
+        assert len(objects.gets) <= 12
+        assert max(length for _, length in objects.gets) == 8 * 4096
+        assert cache.misses <= 2
+    finally:
+        cache.close()
+
+
+def test_a_sequential_reader_gets_the_next_segment_read_ahead(
+    make_tiered: TieredFactory, tmp_path: Path
+) -> None:
+    counting = CountingStore(open_object_store(ObjectStoreSettings(url=f"file://{tmp_path}/counted")))
+    store = make_tiered(objects=counting, block_bytes=4096, cache_bytes=256 * 4096, prefetch_blocks=2)
+    put_many(store, 600, queues=1)
+    store.offloader.run_once()
+    store.delete_expired_files()
+    segments = len(store.view.segments)
+    assert segments >= 5
+    offset = 0
+    while True:
+        result = store.get_messages(TOPIC, 0, offset, 16)
+        if not result.messages:
+            break
+        offset = result.next_begin_offset
+    assert offset == 600
+    # only the first segment's first blocks are waited for (its ConsumeQueue and CommitLog objects):
+    # the next segment's objects were read ahead (else two misses per segment)
+    assert store.cache.misses <= 3
+    assert store.cache.hits > 10 * store.cache.misses
