@@ -5,8 +5,9 @@
 Figures (see docs/benchmarks.md for targets): disk_write_mb_s (sequential buffered pwrite of the same
 segment-file pattern), append_async_msgs_per_s / append_mb_s / append_vs_disk_ratio (ASYNC_FLUSH,
 batches of 128 x 1 KiB, one process), read_msgs_per_s (batches of 32 from the page cache),
-sync_group_commit_ratio (64 SYNC_FLUSH writers over one), recovery_s_per_gib (full scan after SIGKILL,
-checkpoint removed; --quick scans a smaller log and scales linearly).
+sync_group_commit_ratio (64 SYNC_FLUSH writers over one; the median of alternating rounds),
+recovery_s_per_gib (full scan after SIGKILL, checkpoint removed; --quick scans a smaller log and
+scales linearly).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -140,24 +142,31 @@ async def _async_rate(store: MessageStore, writers: int, seconds: float) -> floa
     return count / (time.perf_counter() - began)
 
 
-def bench_group_commit(work: Path, seconds: float) -> dict[str, float]:
-    """One writer (put + wait for its fsync) against 64 concurrent writers sharing fsyncs."""
+def bench_group_commit(work: Path, seconds: float, rounds: int = 4) -> dict[str, float]:
+    """One writer (put + wait for its fsync) against 64 concurrent writers sharing fsyncs.
+
+    The three phases alternate in ``rounds`` short rounds and each figure is the median over them,
+    so a change in fsync latency (other I/O on a shared disk) hits both sides of the ratio alike.
+    """
     directory = work / "sync"
     # write back what earlier phases left dirty, or it inflates every fsync measured here
     os.sync()
     store = MessageStore(_config(directory, flush_disk_type=FlushDiskType.SYNC_FLUSH))
     store.start()
-    one = _sync_rate(store, 1, seconds)
-    tasks = asyncio.run(_async_rate(store, 64, seconds))
-    threads = _sync_rate(store, 64, seconds)
+    step = seconds / rounds
+    ones, tasks, threads = [], [], []
+    for _ in range(rounds):
+        ones.append(_sync_rate(store, 1, step))
+        tasks.append(asyncio.run(_async_rate(store, 64, step)))
+        threads.append(_sync_rate(store, 64, step))
     store.shutdown()
     shutil.rmtree(directory)
     return {
-        "sync_1_writer_msgs_per_s": one,
-        "sync_64_threads_msgs_per_s": threads,
-        "sync_64_tasks_msgs_per_s": tasks,
-        "ratio": tasks / one,
-        "ratio_threads": threads / one,
+        "sync_1_writer_msgs_per_s": statistics.median(ones),
+        "sync_64_threads_msgs_per_s": statistics.median(threads),
+        "sync_64_tasks_msgs_per_s": statistics.median(tasks),
+        "ratio": statistics.median(t / o for t, o in zip(tasks, ones, strict=True)),
+        "ratio_threads": statistics.median(t / o for t, o in zip(threads, ones, strict=True)),
     }
 
 

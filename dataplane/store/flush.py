@@ -17,8 +17,10 @@ __all__ = ("FlushManager", "FlushRealTimeService", "GroupCommitService", "resolv
 
 logger = logging.getLogger(__name__)
 
-# Group commit gathering: wait in steps of GATHER_STEP_S while writers keep arriving, at most
-# GATHER_MAX_S. On this VM an fdatasync costs 0.4-0.7 ms, so 2 ms adds at most a few fsyncs of latency.
+# Blocked threads (``wait_flushed``) are woken all at once and append one by one, each fighting for
+# the GIL; when several waited last round, the flusher waits in GATHER_STEP_S steps while their
+# requests keep arriving, at most GATHER_MAX_S, so one fsync covers them. Asyncio writers never need
+# this: the store appends a loop's writers as one batch before its request.
 GATHER_STEP_S = 0.0002
 GATHER_MAX_S = 0.002
 
@@ -34,7 +36,9 @@ class FlushManager(Protocol):
 
     def wait_flushed(self, offset: int, timeout_s: float) -> bool: ...
 
-    def flushed_future(self, offset: int, loop: asyncio.AbstractEventLoop) -> asyncio.Future[bool]: ...
+    def flushed_future(
+        self, offset: int, loop: asyncio.AbstractEventLoop, timeout_s: float
+    ) -> asyncio.Future[bool]: ...
 
     def reset(self, offset: int) -> None: ...
 
@@ -44,22 +48,46 @@ def resolve_future(future: asyncio.Future[bool], value: bool) -> None:
         future.set_result(value)
 
 
-def _resolve_all(futures: list[asyncio.Future[bool]], value: bool) -> None:
-    for future in futures:
-        if not future.done():
-            future.set_result(value)
+class _LoopGroup:
+    """Asyncio writers of one event loop waiting for the same fsync: one timeout timer for all.
+
+    Every put on the loop appends and then joins the loop's open group, raising ``offset`` to its own
+    end; the flusher closes the group before its fsync, so that fsync covers every member. Each
+    member keeps its own future, so cancelling one caller never touches the others.
+    """
+
+    __slots__ = ("futures", "loop", "offset", "resolved", "timer")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, offset: int, timeout_s: float):
+        self.loop = loop
+        self.offset = offset
+        self.futures: list[asyncio.Future[bool]] = []
+        self.resolved = False  # set on the loop's thread; a resolved group takes no new members
+        # FLUSH_DISK_TIMEOUT for the whole group, counted from its first member
+        self.timer = loop.call_later(timeout_s, self.resolve, False)
+
+    def resolve(self, value: bool) -> None:
+        """On the group's loop: resolve every member still waiting."""
+        self.resolved = True
+        self.timer.cancel()
+        for future in self.futures:
+            if not future.done():
+                future.set_result(value)
 
 
-def _wake_loops(
-    waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[bool]]], value: bool
-) -> None:
-    """One ``call_soon_threadsafe`` per event loop (one self-pipe write), not one per future."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[bool]]] = {}
-    for _, loop, future in waiters:
-        by_loop.setdefault(loop, []).append(future)
-    for loop, futures in by_loop.items():
+def _resolve_groups(groups: list[_LoopGroup], value: bool) -> None:
+    for group in groups:
+        group.resolve(value)
+
+
+def _wake_loops(groups: list[_LoopGroup], value: bool) -> None:
+    """One ``call_soon_threadsafe`` per event loop (one self-pipe write), not one per writer."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[_LoopGroup]] = {}
+    for group in groups:
+        by_loop.setdefault(group.loop, []).append(group)
+    for loop, loop_groups in by_loop.items():
         try:
-            loop.call_soon_threadsafe(_resolve_all, futures, value)
+            loop.call_soon_threadsafe(_resolve_groups, loop_groups, value)
         except RuntimeError:  # loop closed: nobody is waiting any more
             pass
 
@@ -67,8 +95,13 @@ def _wake_loops(
 class GroupCommitService:
     """SYNC_FLUSH: writers wait until their offset is fsynced; one fsync covers every waiter.
 
-    Guarantees: ``wait_flushed(o)`` returns True only after every byte below ``o`` was fsynced;
-    futures from :meth:`flushed_future` are resolved on their loop via ``call_soon_threadsafe``.
+    RocketMQ's GroupCommitService: requests queue up while an fsync runs and the next fsync covers
+    all of them, so the flusher never sleeps to gather writers and appends overlap the fsync.
+    Asyncio writers of one loop share one future per fsync (:class:`_LoopGroup`).
+
+    Guarantees: ``wait_flushed(o)`` returns True, and a future from :meth:`flushed_future` resolves
+    True, only after every byte below ``o`` was fsynced (``flushed_offset >= o``); futures are
+    resolved on their own loop via ``call_soon_threadsafe``.
     """
 
     def __init__(self, flush: Callable[[], int], initial_flushed: int):
@@ -79,7 +112,9 @@ class GroupCommitService:
         self._flusher_cv = threading.Condition(lock)
         self._flushed = initial_flushed
         self._requested = initial_flushed
-        self._futures: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[bool]]] = []
+        # groups still taking members, by loop; and closed groups waiting for an fsync to cover them
+        self._open: dict[asyncio.AbstractEventLoop, _LoopGroup] = {}
+        self._closed: list[_LoopGroup] = []
         self._running = False
         self._thread: threading.Thread | None = None
         self._blocked = 0  # threads inside wait_flushed
@@ -123,24 +158,37 @@ class GroupCommitService:
             finally:
                 self._blocked -= 1
 
-    def flushed_future(self, offset: int, loop: asyncio.AbstractEventLoop) -> asyncio.Future[bool]:
-        future: asyncio.Future[bool] = loop.create_future()
+    def flushed_future(
+        self, offset: int, loop: asyncio.AbstractEventLoop, timeout_s: float
+    ) -> asyncio.Future[bool]:
+        """A future that resolves True once ``offset`` is fsynced, False on timeout or shutdown.
+
+        Call on ``loop``'s thread after the append that ends at ``offset`` returned; writers of one
+        loop between two fsyncs get the same future.
+        """
         with self._cv:
             if self._flushed >= offset:
+                future: asyncio.Future[bool] = loop.create_future()
                 future.set_result(True)
                 return future
-            self._futures.append((offset, loop, future))
+            if not self._running:
+                future = loop.create_future()
+                future.set_result(False)
+                return future
+            group = self._open.get(loop)
+            if group is None or group.resolved:
+                group = self._open[loop] = _LoopGroup(loop, offset, timeout_s)
+            elif offset > group.offset:
+                group.offset = offset
+            future = loop.create_future()
+            group.futures.append(future)
             if offset > self._requested:
                 self._requested = offset
-            self._flusher_cv.notify()
-        return future
+                self._flusher_cv.notify()
+            return future
 
     def _gather(self) -> None:
-        """Many writers last round: let the rest of them append before the fsync (lock held).
-
-        Waits in 200 us steps while new requests keep arriving, at most GATHER_MAX_S. A lone writer
-        never waits, so its latency stays one fsync.
-        """
+        """Several threads waited last round: let the rest of them append first (lock held)."""
         deadline = time.monotonic() + GATHER_MAX_S
         seen = self._requested
         while self._running and time.monotonic() < deadline:
@@ -150,15 +198,20 @@ class GroupCommitService:
             seen = self._requested
 
     def _run(self) -> None:
-        last_round = 0
+        threads_last_round = 0
         while True:
             with self._cv:
                 while self._running and self._requested <= self._flushed:
                     self._flusher_cv.wait(1.0)
                 if not self._running and self._requested <= self._flushed:
                     break
-                if last_round > 1:
+                if threads_last_round > 1:
                     self._gather()
+                # close the open groups: every member appended before this point, so the fsync
+                # below (which covers all bytes written when it starts) covers them
+                if self._open:
+                    self._closed.extend(self._open.values())
+                    self._open = {}
             try:
                 flushed = self._flush()
                 self.fsync_count += 1
@@ -168,11 +221,15 @@ class GroupCommitService:
                 continue
             with self._cv:
                 self._flushed = max(self._flushed, flushed)
-                last_round = self._blocked
-                ready = [f for f in self._futures if f[0] <= self._flushed]
-                last_round += len(ready)
-                if ready:
-                    self._futures = [f for f in self._futures if f[0] > self._flushed]
+                threads_last_round = self._blocked
+                # open groups too: the fsync may have covered writers that joined while it ran
+                waiting = self._closed + list(self._open.values()) if self._open else self._closed
+                ready = [g for g in waiting if g.offset <= self._flushed]
+                if len(ready) != len(waiting):
+                    self._closed = [g for g in self._closed if g.offset > self._flushed]
+                    self._open = {g.loop: g for g in self._open.values() if g.offset > self._flushed}
+                else:
+                    self._closed, self._open = [], {}
                 self._cv.notify_all()
             if ready:
                 _wake_loops(ready, True)
@@ -186,8 +243,9 @@ class GroupCommitService:
             self._thread.join()
             self._thread = None
         with self._cv:
-            futures, self._futures = self._futures, []
-        _wake_loops(futures, False)
+            groups = self._closed + list(self._open.values())
+            self._closed, self._open = [], {}
+        _wake_loops(groups, False)
 
 
 class FlushRealTimeService:
@@ -223,7 +281,9 @@ class FlushRealTimeService:
     def wait_flushed(self, offset: int, timeout_s: float) -> bool:
         return self._flushed >= offset
 
-    def flushed_future(self, offset: int, loop: asyncio.AbstractEventLoop) -> asyncio.Future[bool]:
+    def flushed_future(
+        self, offset: int, loop: asyncio.AbstractEventLoop, timeout_s: float
+    ) -> asyncio.Future[bool]:
         future: asyncio.Future[bool] = loop.create_future()
         future.set_result(True)
         return future

@@ -7,7 +7,6 @@ presence at start means the last stop was not clean) and ``lock`` (one process p
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import fcntl
 import json
@@ -24,9 +23,10 @@ from dataplane.store.consume_queue import ConsumeQueueTable, validate_topic
 from dataplane.store.consumer_offsets import ConsumerOffsetManager
 from dataplane.store.dispatch import CommitLogDispatcher, DispatchListener
 from dataplane.store.errors import CorruptRecordError, InvalidTopicError, StoreError, StoreLockedError
-from dataplane.store.flush import FlushRealTimeService, GroupCommitService, resolve_future
+from dataplane.store.flush import FlushRealTimeService, GroupCommitService
 from dataplane.store.index_service import IndexService
 from dataplane.store.message import AppendEntry, MessageToStore, PutResult
+from dataplane.store.put_batcher import AsyncPutBatcher
 from dataplane.store.reader import StoreReader
 from dataplane.store.record import check_record
 from dataplane.store.retention import RetentionService, disk_usage_ratio
@@ -64,6 +64,7 @@ class MessageStore(StoreReader):
         self._listeners: list[DispatchListener] = []
         self._running = False
         self._flush: GroupCommitService | FlushRealTimeService | None = None
+        self._batcher: AsyncPutBatcher | None = None
         self._services: list[PeriodicService] = []
         self._lock_fd: int | None = None
         self._last_ts = 0
@@ -101,6 +102,7 @@ class MessageStore(StoreReader):
         flushed = self.commit_log.max_offset
         if config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self._flush = GroupCommitService(self.commit_log.flush, flushed)
+            self._batcher = AsyncPutBatcher(self._append, self._flush, config.sync_flush_timeout_ms / 1000)
         else:
             self._flush = FlushRealTimeService(
                 self.commit_log.flush, flushed, config.flush_interval_ms, config.flush_least_pages * 4096
@@ -332,23 +334,17 @@ class MessageStore(StoreReader):
         return result
 
     async def put_messages_async(self, msgs: Sequence[MessageToStore]) -> PutResult:
-        """As :meth:`put_messages`; under SYNC_FLUSH awaits the group commit without blocking the loop."""
+        """As :meth:`put_messages`; under SYNC_FLUSH awaits the group commit without blocking the loop.
+
+        Under SYNC_FLUSH the puts made on one loop in one iteration are appended as one batch
+        (:class:`AsyncPutBatcher`), each caller still getting only its own entries.
+        """
+        if self._batcher is not None:
+            return await self._batcher.put(msgs)
         result, end = self._append(msgs)
-        if result.status is not PutMessageStatus.PUT_OK or not result.entries or self._flush is None:
-            return result
-        if self.config.flush_disk_type is not FlushDiskType.SYNC_FLUSH:
+        if result.status is PutMessageStatus.PUT_OK and result.entries and self._flush is not None:
             self._flush.wake_up(end)
-            return result
-        loop = asyncio.get_running_loop()
-        future = self._flush.flushed_future(end, loop)
-        if future.done():
-            ok = future.result()
-        else:
-            # a timer rather than asyncio.wait_for: no extra task per put on this hot path
-            timer = loop.call_later(self.config.sync_flush_timeout_ms / 1000, resolve_future, future, False)
-            ok = await future
-            timer.cancel()
-        return result if ok else PutResult(PutMessageStatus.FLUSH_DISK_TIMEOUT, result.entries)
+        return result
 
     #
     # Replication (HA)

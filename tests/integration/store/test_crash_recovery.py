@@ -111,4 +111,5 @@ def test_sigkill_under_sync_flush_loses_no_acknowledged_message(tmp_path: Path) 
         assert total >= len(acked)
         shutil.rmtree(copy)
     assert len(acked) > 100, "the writer should have acknowledged messages"
+    assert any("-a" in uniq for uniq in acked.values()), "the asyncio writers should have been acknowledged"
     assert time.monotonic() - began < 120
