@@ -115,6 +115,13 @@ TARGETS = {
     "ha_bench": {"failover_median_s": "< 5", "lost_acked": "== 0", "replication_lag_p99_ms": "< 100"},
     "tiered_bench": {"verified": "== true"},
     "analytics_bench": {"totals_match": "== true"},
+    # issue 5: 1M timers accepted at >= 50k msgs/s, each delivered within 1 s, heap growth < 200 MiB
+    "semantics_bench": {
+        "timers.accept_rate_msgs_s": ">= 50000",
+        "timers.late": "== 0",
+        "timers.early": "== 0",
+        "timers.anon_peak_growth_mib": "< 200",
+    },
 }
 
 _SKIP = re.compile(r"(^|\.)(machine|mode|quick|runs|lscpu|python|platform)(\.|$)")
