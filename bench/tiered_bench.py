@@ -13,9 +13,9 @@ segments; 64 MiB per round with ``--quick``, else 512 MiB.
   doubles per refill up to 16 MiB, one ranged GET per refill; cache emptied first) over the same reads
   while the segments were local (page cache).
 - verified: every message read cold equals what was written (body, queue offset, keys).
-- producer_slowdown_ratio: median time to append one round while the offloader uploads a backlog of
-  sealed segments, paced by the offloader at 50 MB/s (3 rounds with ``--quick``, else 1), over the
-  median time without offloading (as many rounds before and after). The S3 server's and the upload
+- producer_slowdown_ratio: time to append 8 rounds of 64 MiB (``--quick``; else 2 of 512 MiB) while
+  the offloader uploads a backlog of sealed segments, paced by the offloader at 50 MB/s, over the
+  time of as many rounds without offloading (half before, half after). The S3 server's and the upload
   process's CPU during the rounds with offload are reported in cores (the machine's 2 are shared).
 """
 
@@ -181,15 +181,16 @@ def _cpu_s(pid: int | None) -> float:
 
 
 def bench_producer(work: Path, endpoint: str, total: int, rounds: int, moto_pid: int) -> dict[str, object]:
-    """``rounds`` appends of ``total`` bytes without offload, ``rounds`` while the offloader works
-    through a backlog at OFFLOAD_RATE (paced by the offloader itself), ``rounds`` without again; the
-    ratio is of the median times. CPU seconds of the S3 server and of the upload process are taken
-    over the rounds with offload, to tell what the producer competed with."""
+    """``rounds`` appends of ``total`` bytes while the offloader works through a backlog at
+    OFFLOAD_RATE (paced by the offloader itself), against ``rounds`` without offload (half before,
+    half after); the ratio is of the total times, so that the rounds with offload span several
+    segments' uploads. CPU of the S3 server and of the upload process is taken over the rounds with
+    offload, to tell what the producer competed with."""
     store = open_store(work, endpoint, "produce", offload_rate_bytes=OFFLOAD_RATE)
     try:
-        fill(store, total, 2)  # the backlog the offloader works through
+        fill(store, max(total, 256 << 20), 2)  # the backlog: lasts beyond the rounds with offload
         backlog = store.offloader.pending()
-        without = [fill(store, total, 100 + r) for r in range(rounds)]
+        without = [fill(store, total, 100 + r) for r in range(rounds // 2)]
         stop = threading.Event()
         uploaded = [0, 0.0]
 
@@ -216,9 +217,9 @@ def bench_producer(work: Path, endpoint: str, total: int, rounds: int, moto_pid:
         own_cpu = time.process_time() - cpu_before[2]
         stop.set()
         thread.join()
-        without += [fill(store, total, 300 + r) for r in range(rounds)]
-        base_s = statistics.median(without)
-        with_s = statistics.median(with_offload)
+        without += [fill(store, total, 300 + r) for r in range(rounds - rounds // 2)]
+        base_s = statistics.mean(without)
+        with_s = statistics.mean(with_offload)
         return {
             "produce_mb_s_without_offload": round(total / base_s / 1e6, 1),
             "produce_mb_s_with_offload": round(total / with_s / 1e6, 1),
@@ -247,7 +248,7 @@ def main() -> None:
     try:
         figures: dict[str, object] = {"total_bytes_per_phase": total, "segment_bytes": SEGMENT}
         figures |= bench_reads(work, endpoint, total)
-        figures |= bench_producer(work, endpoint, total, 3 if args.quick else 1, proc.pid)
+        figures |= bench_producer(work, endpoint, total, 8 if args.quick else 2, proc.pid)
     finally:
         proc.terminate()
         proc.wait(10)

@@ -4,7 +4,7 @@ Objects are read in aligned blocks of ``block_size`` bytes; at most ``capacity_b
 kept (least recently used evicted first). Two readers of the same missing block share one GET. When
 a reader moves from block n-1 to block n of an object, the next ``prefetch_blocks`` blocks are
 fetched in the background, so a sequential consumer finds them in the cache: one ranged GET for the
-whole window, issued again when the reader has used half of it.
+whole window; once the reader is inside it, the next window (twice as wide, up to a maximum) follows.
 """
 
 from __future__ import annotations
@@ -157,8 +157,9 @@ class BlockCache:
             if not sequential:
                 self._window.pop(key, None)
             window = self._window.get(key)  # blocks claimed by the last read-ahead, None: none yet
-            # refill once half of the window was consumed: the next window, twice as wide, in one GET
-            if not sequential or (window is not None and frontier - last > window // 2):
+            # once the reader is inside the last window claimed, claim the next, twice as wide, in
+            # one GET: two windows in flight keep the store busy while the reader catches up
+            if not sequential or (window is not None and frontier - last > window):
                 self._frontier[key] = frontier
                 return
             size = self.prefetch_blocks if window is None else min(window * 2, self.max_window)

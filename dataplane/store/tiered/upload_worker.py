@@ -26,6 +26,9 @@ __all__ = ("main",)
 logger = logging.getLogger(__name__)
 
 _PARENT_POLL_S = 0.5
+# Offload is background work: on a busy machine the broker's request threads come first (CFS gives
+# a nice-10 process about a tenth of a normal one's share); the offload lag metric shows the cost.
+_NICE = 10
 
 
 def _watch_parent(parent: int) -> None:
@@ -57,6 +60,7 @@ def _answer(objects: ObstoreBackend, pacer: Pacer, request: dict[str, Any]) -> d
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="tier upload worker: %(message)s")
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+    os.nice(_NICE)
     # answers go to a private copy of stdout; anything printed by libraries goes to stderr instead
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
