@@ -18,6 +18,7 @@ import dataclasses
 import logging
 import os
 import struct
+import threading
 import zlib
 from pathlib import Path
 from typing import Final
@@ -39,8 +40,18 @@ CHECKPOINT: Final = struct.Struct(
 _CRC: Final = struct.Struct(">I")
 
 
+# One writer at a time: the store's flush thread and the timer scanner both checkpoint the store,
+# and two writers of the same temp file made one rename fail (FileNotFoundError).
+_WRITE_LOCK = threading.Lock()
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data``: temp file, fsync, rename, fsync of the directory."""
+    with _WRITE_LOCK:
+        _atomic_write(path, data)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:

@@ -33,7 +33,9 @@ import logging
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from array import array
+from bisect import bisect_right
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +43,7 @@ from dataplane.store.message import PROPERTY_UNIQ_KEY, MessageToStore
 from dataplane.store.status import GetMessageStatus, PutMessageStatus
 from dataplane.timer.checkpoint import TimerCheckpoint
 from dataplane.timer.recall import RecallHandle
-from dataplane.timer.scanner import read_slot
+from dataplane.timer.scanner import SlotEntries, read_slot
 from dataplane.timer.timer_log import (
     _CRC,
     MAGIC_DELETE,
@@ -49,7 +51,6 @@ from dataplane.timer.timer_log import (
     RECORD,
     RECORD_SIZE,
     TimerLog,
-    TimerRecord,
 )
 from dataplane.timer.wheel import Slot, TimerWheel
 
@@ -402,7 +403,7 @@ class TimerMessageStore:
                 self._delivered_second = second + 1
                 if (
                     self.publish_progress
-                    and not entries
+                    and not entries.cl_offsets
                     and time.monotonic() - self._last_progress >= self.progress_interval_s
                 ):
                     self._put([], second, True)
@@ -416,31 +417,40 @@ class TimerMessageStore:
                 logger.exception("timer scan failed")
                 time.sleep(0.5)
 
-    def _deliver(self, second: int, entries: list[TimerRecord]) -> None:
+    def _deliver(self, second: int, entries: SlotEntries) -> None:
+        cls, delivers = entries
         slot_end_ms = (second + 1) * 1000
-        later = [e for e in entries if e.deliver_ms >= slot_end_ms]
-        if later:  # linked early because the wheel span was shorter than the delay: roll on
+        keep: Iterable[int] | None = None  # indexes to deliver (None: all)
+        if delivers and max(delivers) >= slot_end_ms:
+            # linked early because the wheel span was shorter than the delay: roll on
+            later = [i for i, ms in enumerate(delivers) if ms >= slot_end_ms]
             with self._lock:
-                self._append([(MAGIC_ENTRY, e.cl_offset, e.deliver_ms, -1) for e in later])
-            entries = [e for e in entries if e.deliver_ms < slot_end_ms]
+                self._append([(MAGIC_ENTRY, cls[i], delivers[i], -1) for i in later])
+            keep = [i for i, ms in enumerate(delivers) if ms < slot_end_ms]
         if self._skip:
-            entries = [e for e in entries if e.cl_offset not in self._skip]
+            skip = self._skip
+            keep = [i for i in (keep if keep is not None else range(len(cls))) if cls[i] not in skip]
             if second > self._skip_second:
                 self._skip = set()
-        entries.sort(key=lambda e: e.deliver_ms)
+        if keep is not None:
+            cls = array("q", (cls[i] for i in keep))
+            delivers = array("q", (delivers[i] for i in keep))
+        if any(delivers[i] > delivers[i + 1] for i in range(len(delivers) - 1)):
+            order = sorted(range(len(delivers)), key=delivers.__getitem__)
+            cls = array("q", (cls[i] for i in order))
+            delivers = array("q", (delivers[i] for i in order))
+        n = len(cls)
         i = 0
-        while i < len(entries) and self._running:
-            wait_ms = entries[i].deliver_ms - self._now_ms()
+        while i < n and self._running:
+            wait_ms = delivers[i] - self._now_ms()
             if wait_ms > 0:
                 time.sleep(wait_ms / 1000)
                 continue
-            now = self._now_ms()
-            j = i
-            while j < len(entries) and j - i < _PUT_BATCH and entries[j].deliver_ms <= now:
-                j += 1
-            self._put([e.cl_offset for e in entries[i:j]], second, j == len(entries))
+            # everything due by now, up to a batch: one store append (one lock, one dispatch)
+            j = bisect_right(delivers, self._now_ms(), i, min(n, i + _PUT_BATCH))
+            self._put(cls[i:j].tolist(), second, j == n)
             i = j
-        if i < len(entries):
+        if i < n:
             raise RuntimeError("timer scanner stopped mid-second")  # shutdown: the second stays undelivered
 
     def _put(self, offsets: list[int], second: int = -1, last: bool = True) -> None:

@@ -55,12 +55,13 @@ def test_wheel_links_slots_and_skips_recalled(tmp_path: Path) -> None:
     _append(log, wheel, MAGIC_ENTRY, 400, 1006)
     _append(log, wheel, MAGIC_DELETE, 200, 1005)
     assert wheel.get(1005).linked == 4
-    assert [e.cl_offset for e in read_slot(log, wheel, 1005)] == [100, 300]
-    assert [e.cl_offset for e in read_slot(log, wheel, 1006)] == [400]
+    assert read_slot(log, wheel, 1005).cl_offsets.tolist() == [100, 300]
+    assert read_slot(log, wheel, 1005).deliver_ms.tolist() == [1005_001, 1005_001]
+    assert read_slot(log, wheel, 1006).cl_offsets.tolist() == [400]
     # the same slot one round later holds another second: the old list is not seen
-    assert read_slot(log, wheel, 1015) == []
+    assert read_slot(log, wheel, 1015).cl_offsets.tolist() == []
     _append(log, wheel, MAGIC_ENTRY, 500, 1015)
-    assert [e.cl_offset for e in read_slot(log, wheel, 1015)] == [500]
+    assert read_slot(log, wheel, 1015).cl_offsets.tolist() == [500]
     wheel.close()
     reopened = TimerWheel(tmp_path / "timerwheel", 10)
     assert reopened.loaded and reopened.get(1006).last_pos == 3 * RECORD_SIZE
@@ -69,6 +70,39 @@ def test_wheel_links_slots_and_skips_recalled(tmp_path: Path) -> None:
     assert not resized.loaded and resized.get(1006).last_pos == -1
     resized.close()
     log.close()
+
+
+def test_contiguous_slot_is_read_as_one_run(tmp_path: Path) -> None:
+    """A second whose records are one run of the log (timers sent in delivery order) is read in one
+    pass; a recall marker inside the run still removes its entry."""
+    log = TimerLog(tmp_path / "timerlog")
+    wheel = TimerWheel(tmp_path / "timerwheel", 10)
+    _append(log, wheel, MAGIC_ENTRY, 1, 2001)
+    for cl in range(100, 110):
+        _append(log, wheel, MAGIC_ENTRY, cl, 2002)
+    _append(log, wheel, MAGIC_DELETE, 105, 2002)
+    _append(log, wheel, MAGIC_ENTRY, 2, 2003)
+    got = read_slot(log, wheel, 2002)
+    assert got.cl_offsets.tolist() == [100, 101, 102, 103, 104, 106, 107, 108, 109]
+    assert got.deliver_ms.tolist() == [2002_001] * 9
+    assert read_slot(log, wheel, 2001).cl_offsets.tolist() == [1]
+    log.close()
+    wheel.close()
+
+
+def test_corrupt_record_in_a_run_stops_the_slot_there(tmp_path: Path) -> None:
+    """A damaged record is never delivered: the run check fails, and following the list from the
+    newest record stops at the damage (what the list walk always did)."""
+    log = TimerLog(tmp_path / "timerlog")
+    wheel = TimerWheel(tmp_path / "timerwheel", 10)
+    positions = [_append(log, wheel, MAGIC_ENTRY, cl, 3000) for cl in range(10, 16)]
+    assert read_slot(log, wheel, 3000).cl_offsets.tolist() == [10, 11, 12, 13, 14, 15]
+    with open(tmp_path / "timerlog", "r+b") as f:
+        f.seek(positions[2] + 20)  # inside CL OFFSET of the third record
+        f.write(b"\xff")
+    assert read_slot(log, wheel, 3000).cl_offsets.tolist() == [13, 14, 15]
+    log.close()
+    wheel.close()
 
 
 def test_checkpoint_round_trip(tmp_path: Path) -> None:
