@@ -378,6 +378,8 @@ async def send_message(
             result = await _put_halves(broker, to_store)
         else:
             result = await broker.store.put_messages_async(to_store)
+        if delayed and broker.timers is not None and result.status is PutMessageStatus.PUT_OK:
+            broker.timers.accepted(to_store, result.entries)  # timer log + wheel, no read-back
         if broker.ha is not None and result.status is PutMessageStatus.PUT_OK:
             result = await ha_writes.after_put(broker, result, replicas)
         if result.status is not PutMessageStatus.PUT_OK:

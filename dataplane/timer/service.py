@@ -35,7 +35,7 @@ import time
 import zlib
 from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +166,7 @@ class TimerMessageStore:
         self._last_checkpoint = 0.0
         self.delivered = 0  # counters (tests, metrics)
         self.recalled = 0
+        self.accepted_direct = 0  # linked by accepted(), without the dispatcher reading them back
         # HA: deliver only while this returns True (a writable master); record progress in the log
         self.can_deliver: Callable[[], bool] = _always
         self.publish_progress = False
@@ -267,8 +268,11 @@ class TimerMessageStore:
             return
         with self._lock:
             cp = TimerCheckpoint(self._delivered_second, log.end, self._queue_offset)
-            log.flush()
-            wheel.flush()
+        # the fsyncs outside the lock: they cover at least what ``cp`` names, and the send path
+        # (accepted) never finds the lock taken for them. A wheel that reaches disk ahead of the log
+        # is rebuilt by recovery (the kernel may write its pages back at any time anyway).
+        log.flush()
+        wheel.flush()
         store_checkpoint = getattr(self.store, "checkpoint", None)
         if store_checkpoint is not None:
             store_checkpoint()  # the re-put messages of the delivered seconds are durable
@@ -294,6 +298,32 @@ class TimerMessageStore:
             except Exception:
                 logger.exception("timer dispatch failed")
                 time.sleep(0.5)
+
+    def accepted(self, msgs: Sequence[MessageToStore], entries: Sequence[Any]) -> None:
+        """Link timer messages the send path has just stored (``entries``: their put results), so the
+        dispatcher need not read them back from the CommitLog (a full decode per message).
+
+        Only when they are the next ones the timer queue expects and the lock is free at once (the
+        event loop never waits for the scanner); otherwise the dispatcher reads them as before."""
+        if not self._running or not self._lock.acquire(blocking=False):
+            return
+        try:
+            records = []
+            expected = self._queue_offset
+            for msg, entry in zip(msgs, entries, strict=True):
+                if msg.topic != TIMER_TOPIC or msg.queue_id != 0:
+                    continue
+                if entry.queue_offset != expected:
+                    return  # not next (the dispatcher got there first, or a gap): leave it to it
+                deliver_ms = int(msg.properties[P_TIMER_OUT_MS])
+                records.append((MAGIC_ENTRY, entry.physical_offset, deliver_ms, expected))
+                expected += 1
+            if records:
+                self._append(records)
+                self._queue_offset = expected
+                self.accepted_direct += len(records)
+        finally:
+            self._lock.release()
 
     def _slot_second(self, deliver_ms: int) -> int:
         # never a second the scanner has read; never beyond the wheel's span

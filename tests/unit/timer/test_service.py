@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from dataplane.store import MessageStore, MessageStoreConfig, MessageToStore
-from dataplane.timer import P_DELIVER_MS, RecallHandle, RecallTooLate, TimerMessageStore, to_timer_message
+from dataplane.timer import (
+    P_DELIVER_MS,
+    TIMER_TOPIC,
+    RecallHandle,
+    RecallTooLate,
+    TimerMessageStore,
+    to_timer_message,
+)
 
 TOPIC = "ns%delayed"
 
@@ -131,3 +138,72 @@ def test_clean_restart_keeps_pending_timers(store: MessageStore, tmp_path: Path)
         assert threading.active_count() >= 1
     finally:
         again.shutdown()
+
+
+class _CountingStore:
+    """The store, minus dispatch wake-ups, counting timer messages read back by the dispatcher."""
+
+    def __init__(self, store: MessageStore) -> None:
+        self._store = store
+        self.timer_reads = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    def add_dispatch_listener(self, listener: object) -> None:
+        pass  # the dispatcher then polls (every 0.1 s), after accepted() has run
+
+    def get_messages(self, topic: str, *args: object, **kwargs: object) -> object:
+        result = self._store.get_messages(topic, *args, **kwargs)  # type: ignore[arg-type]
+        if topic == TIMER_TOPIC:
+            self.timer_reads += len(result.messages)
+        return result
+
+
+def _stored(
+    store: MessageStore, n: int, deliver_ms: int, first: int = 0
+) -> tuple[list[MessageToStore], list[object]]:
+    msgs = [
+        to_timer_message(MessageToStore(TOPIC, 0, f"body-{i}".encode(), {"UNIQ_KEY": f"id-{i}"}), deliver_ms)
+        for i in range(first, first + n)
+    ]
+    result = store.put_messages(msgs)
+    assert result.ok
+    return msgs, list(result.entries)
+
+
+def test_accepted_links_sent_timers_without_reading_them_back(store: MessageStore, tmp_path: Path) -> None:
+    counting = _CountingStore(store)
+    timers = TimerMessageStore(counting, tmp_path / "timer", max_delay_ms=60_000, checkpoint_interval_ms=200)
+    timers.start()
+    try:
+        _wait_for(lambda: timers._last_checkpoint > 0)  # the scanner's first checkpoint is done
+        deliver = int(time.time() * 1000) + 1200
+        for batch in range(4):
+            timers.accepted(*_stored(store, 25, deliver, first=batch * 25))
+        assert timers._queue_offset == 100 and timers.accepted_direct == 100
+        _wait_for(lambda: len(_delivered(store)) == 100)
+        assert counting.timer_reads == 0
+        assert min(m.store_timestamp for m in _delivered(store)) >= deliver  # type: ignore[attr-defined]
+        assert sorted(m.body for m in _delivered(store)) == sorted(f"body-{i}".encode() for i in range(100))  # type: ignore[attr-defined]
+    finally:
+        timers.shutdown()
+
+
+def test_accepted_after_a_gap_leaves_it_to_the_dispatcher(store: MessageStore, tmp_path: Path) -> None:
+    """A batch that is not next in the timer queue is not linked by accepted(): the dispatcher reads
+    both batches, and every timer is delivered exactly once."""
+    counting = _CountingStore(store)
+    timers = TimerMessageStore(counting, tmp_path / "timer", max_delay_ms=60_000, checkpoint_interval_ms=200)
+    timers.start()
+    try:
+        deliver = int(time.time() * 1000) + 1200
+        _stored(store, 10, deliver)  # never handed to accepted()
+        timers.accepted(*_stored(store, 10, deliver, first=10))
+        assert timers.accepted_direct == 0
+        _wait_for(lambda: len(_delivered(store)) == 20)
+        time.sleep(0.3)
+        assert counting.timer_reads == 20
+        assert sorted(m.body for m in _delivered(store)) == sorted(f"body-{i}".encode() for i in range(20))  # type: ignore[attr-defined]
+    finally:
+        timers.shutdown()
