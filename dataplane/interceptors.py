@@ -1,6 +1,9 @@
 """Guards around the RPCs: every v2 RPC passes the :class:`~dataplane.guard.Guard` (authentication,
 namespace + ACL, quotas) and is metered (a method wrapper); every admin RPC (``/mqcloud.admin.v1.*``,
-whatever service) needs the operator token (a grpc.aio server interceptor: it reads only metadata).
+whatever service) needs the operator token (:meth:`AdminAuthInterceptor.refusal`, the ``gate`` the
+server passes to ``dataplane.wire.add_servicer`` for each admin service: a grpc.aio server
+interceptor would add a coroutine to every v2 call as well; ``intercept_service`` remains for servers
+that register services otherwise).
 
 v2 refusals are answered as the clients expect: a response carrying the v2 ``Status`` (gRPC OK), the
 stream shapes kept (ReceiveMessage ends with a delivery timestamp; Telemetry replies a status

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import cProfile
 import logging
+import os
 import signal
 
 import grpc
@@ -20,7 +22,9 @@ from dataplane.wire import add_servicer
 from mqcloud.admin.v1 import admin_pb2, cluster_pb2, messages_pb2, tier_pb2
 from mqcloud.apache.rocketmq.v2 import service_pb2
 
-__all__ = ("BrokerServer", "run")
+__all__ = ("PROFILE_ENV", "BrokerServer", "run")
+
+PROFILE_ENV = "MQ_BROKER_PROFILE"
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +38,8 @@ class BrokerServer:
         self.guard = Guard(self.broker)
         token = settings.admin_token.get_secret_value() if settings.admin_token else None
         limit = settings.max_grpc_message_bytes
+        admin_gate = AdminAuthInterceptor(token, settings.dev_mode).refusal  # every admin service
         self.server = grpc.aio.server(
-            interceptors=[AdminAuthInterceptor(token, settings.dev_mode)],
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", limit),
@@ -59,25 +63,32 @@ class BrokerServer:
             self.server,
             BrokerAdminServicer(self.broker),
             admin_pb2.DESCRIPTOR.services_by_name["BrokerAdmin"],
+            gate=admin_gate,
         )
         add_servicer(
             self.server,
             MessageAdminServicer(self.broker),
             messages_pb2.DESCRIPTOR.services_by_name["MessageAdmin"],
+            gate=admin_gate,
         )
         add_servicer(
             self.server,
             ClusterAdminServicer(self.broker),
             cluster_pb2.DESCRIPTOR.services_by_name["ClusterAdmin"],
+            gate=admin_gate,
         )
         add_servicer(
             self.server,
             TierAdminServicer(self.broker),
             tier_pb2.DESCRIPTOR.services_by_name["TierAdmin"],
+            gate=admin_gate,
         )
         self.port = 0
+        self._profile: _Profile | None = None
 
     async def start(self) -> None:
+        if os.environ.get(PROFILE_ENV):
+            self._profile = _Profile(os.environ[PROFILE_ENV])
         self.broker.start(asyncio.get_running_loop())
         if self.broker.ha is not None:
             await self.broker.ha.start()
@@ -96,6 +107,27 @@ class BrokerServer:
             await self.guard.stop()
         finally:
             self.broker.close()
+            if self._profile is not None:
+                self._profile.dump()
+
+
+class _Profile:
+    """cProfile of the loop thread for ``MQ_BROKER_PROFILE=PATH``: SIGUSR1 writes ``PATH.N`` (the
+    calls since the previous one) and starts afresh; stopping writes the last part (bench profiling)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.parts = 0
+        self.profile = cProfile.Profile()
+        self.profile.enable()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, self.dump)
+
+    def dump(self) -> None:
+        self.profile.disable()
+        self.profile.dump_stats(f"{self.path}.{self.parts}")
+        self.parts += 1
+        self.profile = cProfile.Profile()
+        self.profile.enable()
 
 
 def _add_port(server: grpc.aio.Server, settings: BrokerSettings) -> int:

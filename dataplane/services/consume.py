@@ -44,6 +44,7 @@ __all__ = (
     "ack_message",
     "base_group",
     "change_invisible_duration",
+    "fill_v2_message",
     "forward_to_dlq",
     "receive_message",
     "to_v2_message",
@@ -70,10 +71,7 @@ _ENC_IDENTITY = pb.Encoding.IDENTITY
 _MT_NORMAL = pb.MessageType.NORMAL
 _CODE_OK = int(pb.Code.OK)
 _HIDDEN_KEYS = p.SYSTEM_PROPERTY_KEYS
-
-
-def _ts_dict(ms: int) -> dict[str, int]:
-    return {"seconds": ms // 1000, "nanos": (ms % 1000) * 1_000_000}
+_MT_BY_TEXT = {str(int(v)): int(v) for v in pb.MessageType.values()}  # the stored __MQ_TYPE text
 
 
 def to_v2_message(
@@ -86,28 +84,56 @@ def to_v2_message(
     invisible_ms: int | None = None,
 ) -> pb.Message:
     """A stored record as a v2 Message with every system property the clients rely on."""
+    message = pb.Message()
+    fill_v2_message(message, stored, topic, store_host, receipt_handle, attempt, invisible_ms)
+    return message
+
+
+def fill_v2_message(
+    m: pb.Message,
+    stored: Any,
+    topic: pb.Resource,
+    store_host: str,
+    receipt_handle: str | None = None,
+    attempt: int | None = None,
+    invisible_ms: int | None = None,
+) -> None:
+    """Write ``stored`` into the empty ``m`` (e.g. a response's ``message`` field) in place.
+
+    Building inside the response, field by field, saves the copies that passing sub-messages to
+    constructors makes (about half the cost per received message). The bytes are the same.
+    """
     props = stored.properties
     get = props.get
     body = stored.body
-    mtype = get(p.P_TYPE)
-    sp = pb.SystemProperties(
-        message_id=get(p.P_UNIQ) or stored.msg_id,
-        body_digest={"type": _DIGEST_MD5, "checksum": hashlib.md5(body).hexdigest().upper()},
-        body_encoding=_ENC_GZIP if get(p.P_ENCODING) == "GZIP" else _ENC_IDENTITY,
-        message_type=int(mtype) if mtype is not None else _MT_NORMAL,  # type: ignore[arg-type]
-        born_timestamp=_ts_dict(stored.born_timestamp),
-        born_host=get(p.P_BORN_HOST) or stored.born_host[0],
-        store_timestamp=_ts_dict(stored.store_timestamp),
-        store_host=store_host,
-        queue_id=stored.queue_id,
-        queue_offset=stored.queue_offset,
-    )
+    m.topic.CopyFrom(topic)
+    sp = m.system_properties
     tag = get(p.P_TAGS)
     if tag is not None:
         sp.tag = tag
     keys = get(p.P_KEYS)
     if keys:
         sp.keys.extend(keys.split())
+    message_id = get(p.P_UNIQ) or stored.msg_id
+    sp.message_id = message_id
+    digest = sp.body_digest
+    digest.type = _DIGEST_MD5  # type: ignore[assignment]
+    digest.checksum = hashlib.md5(body).hexdigest().upper()
+    sp.body_encoding = _ENC_GZIP if get(p.P_ENCODING) == "GZIP" else _ENC_IDENTITY
+    mtype = get(p.P_TYPE)
+    sp.message_type = _MT_NORMAL if mtype is None else (_MT_BY_TEXT.get(mtype) or int(mtype))  # type: ignore[assignment]
+    ms = stored.born_timestamp
+    ts = sp.born_timestamp
+    ts.seconds = ms // 1000
+    ts.nanos = (ms % 1000) * 1_000_000
+    sp.born_host = get(p.P_BORN_HOST) or stored.born_host[0]
+    ms = stored.store_timestamp
+    ts = sp.store_timestamp
+    ts.seconds = ms // 1000
+    ts.nanos = (ms % 1000) * 1_000_000
+    sp.store_host = store_host
+    sp.queue_id = stored.queue_id
+    sp.queue_offset = stored.queue_offset
     group = get(p.P_GROUP)
     if group is not None:
         sp.message_group = group
@@ -128,9 +154,12 @@ def to_v2_message(
     dlq_origin = get(p.P_DLQ_TOPIC)
     if dlq_origin is not None:
         sp.dead_letter_queue.topic = dlq_origin
-        sp.dead_letter_queue.message_id = sp.message_id
-    user = {k: v for k, v in props.items() if k not in _HIDDEN_KEYS and not k.startswith("__")}
-    return pb.Message(topic=topic, user_properties=user, system_properties=sp, body=body)
+        sp.dead_letter_queue.message_id = message_id
+    user = m.user_properties
+    for key, value in props.items():
+        if key not in _HIDDEN_KEYS and not key.startswith("__"):
+            user[key] = value
+    m.body = body
 
 
 def _fetch_one(broker: Broker, topic: str, queue_id: int, offset: int) -> Any | None:
@@ -489,7 +518,7 @@ async def receive_message(
     yield svc.ReceiveMessageResponse(status=OK_STATUS)
     echo = pb.Resource(resource_namespace=ns, name=request.message_queue.topic.name)
     store_host = broker.settings.advertise or broker.settings.listen
-    encode = broker.receipts.encode
+    encode = broker.receipts.encode_parts
     group_name = group.name
     tracer = broker.tracer
     if tracer.enabled:
@@ -507,26 +536,12 @@ async def receive_message(
     response_cls = svc.ReceiveMessageResponse
     for item in popped:
         stored = item.stored
-        handle = encode(
-            ReceiptHandle(
-                group_name,
-                topic_name,
-                stored.queue_id,
-                stored.queue_offset,
-                item.entry.nonce,
-                item.entry.invisible_until_ms,
-            )
-        )
-        yield response_cls(
-            message=to_v2_message(
-                stored,
-                echo,
-                store_host=store_host,
-                receipt_handle=handle,
-                attempt=item.attempt,
-                invisible_ms=invisible_ms,
-            )
-        )
+        entry = item.entry
+        until = entry.invisible_until_ms
+        handle = encode(group_name, topic_name, stored.queue_id, stored.queue_offset, entry.nonce, until)
+        response = response_cls()
+        fill_v2_message(response.message, stored, echo, store_host, handle, item.attempt, invisible_ms)
+        yield response
     yield svc.ReceiveMessageResponse(delivery_timestamp=_ts(_now_ms()))
 
 
@@ -558,8 +573,10 @@ def ack_message(broker: Broker, request: svc.AckMessageRequest, header_ns: str) 
         raise BadRequest("at most 1024 entries per ack")
     pop = broker.pop
     assert pop is not None
-    results = []
-    result_cls = svc.AckMessageResultEntry
+    response = svc.AckMessageResponse()
+    results = response.entries
+    tracer = broker.tracer
+    traced = tracer.enabled
     wake = False
     with pop.batch():
         for entry in request.entries:
@@ -568,12 +585,14 @@ def ack_message(broker: Broker, request: svc.AckMessageRequest, header_ns: str) 
                 handle, entry_ = _checked_handle(broker, receipt_handle, group, topic)
                 wake = pop.ack(handle.group, topic, handle.queue_id, handle.offset) or wake
                 status = OK_STATUS
-                broker.tracer.record(entry.message_id, topic, "acked", group=group, attempt=entry_.attempt)
+                if traced:
+                    tracer.record(entry.message_id, topic, "acked", group=group, attempt=entry_.attempt)
             except BrokerError as exc:
                 status = status_of(exc)
-            results.append(
-                result_cls(message_id=entry.message_id, receipt_handle=receipt_handle, status=status)
-            )
+            result = results.add()  # built in place: no copy of each entry into the response
+            result.message_id = entry.message_id
+            result.receipt_handle = receipt_handle
+            result.status.CopyFrom(status)
     if wake:  # a FIFO message group became free: its held message can go to a waiting receive
         broker.wake(topic)
     codes = {r.status.code for r in results}
@@ -583,7 +602,8 @@ def ack_message(broker: Broker, request: svc.AckMessageRequest, header_ns: str) 
         top = results[0].status
     else:
         top = pb.Status(code=pb.Code.MULTIPLE_RESULTS, message="some entries failed")
-    return svc.AckMessageResponse(status=top, entries=results)
+    response.status.CopyFrom(top)
+    return response
 
 
 def change_invisible_duration(
