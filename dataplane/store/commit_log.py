@@ -15,11 +15,13 @@ from pathlib import Path
 from dataplane.store.errors import BodyCrcError, CorruptRecordError, OffsetMovedError, StoreError
 from dataplane.store.mapped_file import MappedFile
 from dataplane.store.mapped_file_queue import MappedFileQueue
-from dataplane.store.message import MessageToStore, StoredMessage
+from dataplane.store.message import AppendEntry, MessageToStore, StoredMessage
 from dataplane.store.record import (
     END_FILE_MIN_BLANK_LENGTH,
     HEADER,
+    BatchEncoding,
     DispatchRequest,
+    QueueRuns,
     check_record,
     decode_record,
     encode_batch,
@@ -35,12 +37,21 @@ _STORE_TS_OFFSET = 56  # STORETIMESTAMP in record.HEADER
 
 
 class AppendBatch:
-    """Where a batch landed: ``placements`` (physical offset, queue offset, size, tag hash) per message."""
+    """Where a batch landed: an :class:`AppendEntry` per message, and what the dispatcher needs."""
 
-    __slots__ = ("end_offset", "placements", "store_timestamp")
+    __slots__ = ("end_offset", "entries", "index_requests", "queue_runs", "store_timestamp")
 
-    def __init__(self, placements: list[tuple[int, int, int, int]], store_timestamp: int, end_offset: int):
-        self.placements = placements
+    def __init__(
+        self,
+        entries: list[AppendEntry],
+        queue_runs: QueueRuns,
+        index_requests: list[tuple[str, str | None, str | None, int]],
+        store_timestamp: int,
+        end_offset: int,
+    ):
+        self.entries = entries
+        self.queue_runs = queue_runs
+        self.index_requests = index_requests
         self.store_timestamp = store_timestamp
         self.end_offset = end_offset
 
@@ -102,47 +113,94 @@ class CommitLog:
         start = self.max_offset
         try:
             return self._append(msgs, store_timestamp)
-        except OSError:
-            # A failed write (ENOSPC, EIO) must not leave half a batch behind: drop every byte from
-            # the batch's start so neither readers nor recovery ever see part of it.
-            try:
-                self.queue.truncate(start)
-            except OSError:
-                logger.exception("could not roll back a failed append at %d", start)
+        except (OSError, StoreError) as exc:
+            # A failed write (ENOSPC, EIO), or an illegal message found after a segment roll, must not
+            # leave part of the batch behind: drop every byte from the batch's start so neither
+            # readers nor recovery ever see it (``_append`` gives back the queue offsets it took).
+            if self.max_offset != start or not isinstance(exc, StoreError):
+                try:
+                    self.queue.truncate(start)
+                except OSError:
+                    logger.exception("could not roll back a failed append at %d", start)
             raise
 
     def _append(self, msgs: Sequence[MessageToStore], store_timestamp: int) -> AppendBatch:
-        offsets = dict(self.queue_offsets)
-        placements: list[tuple[int, int, int, int]] = []
-        index = 0
-        total = len(msgs)
         queue = self.queue
-        while index < total:
+        offsets = self.queue_offsets
+        mf = queue.last_writable()
+        enc = encode_batch(
+            msgs,
+            0,
+            mf.file_from_offset + mf.wrote_position,
+            self.file_size - mf.wrote_position,
+            store_timestamp,
+            self._store_host_raw,
+            offsets,
+            self.max_message_size,
+            self.msg_id_prefix,
+        )
+        self._write(mf, enc)
+        entries, runs, index = enc.entries, enc.queue_runs, enc.index_requests
+        consumed = enc.consumed
+        if consumed < len(msgs):
+            try:
+                self._append_rest(msgs, consumed, store_timestamp, entries, runs, index)
+            except BaseException:
+                for key, (first, _) in runs.items():
+                    offsets[key] = first
+                raise
+        return AppendBatch(entries, runs, index, store_timestamp, self.max_offset)
+
+    def _append_rest(
+        self,
+        msgs: Sequence[MessageToStore],
+        consumed: int,
+        store_timestamp: int,
+        entries: list[AppendEntry],
+        runs: QueueRuns,
+        index: list[tuple[str, str | None, str | None, int]],
+    ) -> None:
+        """The rest of a batch that rolled over to the next segment(s), merged into the first part."""
+        queue = self.queue
+        offsets = self.queue_offsets
+        while consumed < len(msgs):
             mf = queue.last_writable()
-            base = mf.file_from_offset + mf.wrote_position
             enc = encode_batch(
                 msgs,
-                index,
-                base,
+                consumed,
+                mf.file_from_offset + mf.wrote_position,
                 self.file_size - mf.wrote_position,
                 store_timestamp,
                 self._store_host_raw,
                 offsets,
                 self.max_message_size,
+                self.msg_id_prefix,
             )
-            data = enc.data
-            if data:
-                # TOTALSIZE of the first record last: until it lands, recovery sees a zero here
-                position = mf.wrote_position
-                view = memoryview(data)
-                mf.write(position + 4, view[4:])
-                mf.write(position, view[:4])
-                view.release()
-            mf.wrote_position = self.file_size if enc.segment_full else mf.wrote_position + len(data)
-            placements.extend(enc.placements)
-            index += enc.consumed
-        self.queue_offsets = offsets
-        return AppendBatch(placements, store_timestamp, self.max_offset)
+            self._write(mf, enc)
+            entries.extend(enc.entries)
+            index.extend(enc.index_requests)
+            for key, (first, queue_entries) in enc.queue_runs.items():
+                run = runs.get(key)
+                if run is None:
+                    runs[key] = (first, queue_entries)
+                else:
+                    run[1].extend(queue_entries)
+            consumed += enc.consumed
+
+    def _write(self, mf: MappedFile, enc: BatchEncoding) -> None:
+        """Write one segment's part of a batch and advance the next queue offsets."""
+        pieces = enc.pieces
+        if pieces:
+            # TOTALSIZE of the first record last: until it lands, recovery sees a zero here
+            position = mf.wrote_position
+            first = pieces[0]
+            pieces[0] = first[4:]
+            mf.write_pieces(position + 4, pieces, enc.size - 4)
+            mf.write(position, first[:4])
+        mf.wrote_position = self.file_size if enc.segment_full else mf.wrote_position + enc.size
+        offsets = self.queue_offsets
+        for key, (first_offset, queue_entries) in enc.queue_runs.items():
+            offsets[key] = first_offset + len(queue_entries)
 
     def append_raw(self, physical_offset: int, data: bytes) -> None:
         """Write already-encoded, already-validated records at the current end (replication)."""

@@ -7,12 +7,11 @@ feed :meth:`dispatch` one validated record at a time (RocketMQ's "reput").
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from dataplane.store.commit_log import AppendBatch
 from dataplane.store.consume_queue import CQ_ENTRY, ConsumeQueueTable
 from dataplane.store.index_service import IndexService
-from dataplane.store.message import PROPERTY_KEYS, PROPERTY_UNIQ_KEY, MessageToStore
 from dataplane.store.record import DispatchRequest
 
 __all__ = ("CommitLogDispatcher", "DispatchListener")
@@ -34,36 +33,24 @@ class CommitLogDispatcher:
         self.index_skip_below = -1
         self.last_store_timestamp = 0
 
-    def dispatch_batch(
-        self, msgs: Sequence[MessageToStore], batch: AppendBatch
-    ) -> dict[tuple[str, int], int]:
-        """ConsumeQueue + index for a batch just appended; returns {(topic, qid): new max offset}."""
-        pending: dict[tuple[str, int], list[bytes]] = {}
-        first: dict[tuple[str, int], int] = {}
-        pack = CQ_ENTRY.pack
-        ts = batch.store_timestamp
-        index_put = self.index.put
-        for msg, (pos, qoff, size, thash) in zip(msgs, batch.placements, strict=True):
-            key = (msg.topic, msg.queue_id)
-            entries = pending.get(key)
-            if entries is None:
-                entries = pending[key] = []
-                first[key] = qoff
-            entries.append(pack(pos, size, thash))
-            props = msg.properties
-            if props:
-                keys = props.get(PROPERTY_KEYS)
-                uniq = props.get(PROPERTY_UNIQ_KEY)
-                if keys or uniq:
-                    index_put(msg.topic, keys, uniq, pos, ts)
+    def dispatch_batch(self, batch: AppendBatch) -> dict[tuple[str, int], int]:
+        """ConsumeQueue + index for a batch just appended; returns {(topic, qid): new max offset}.
+
+        The CommitLog encoder already packed each queue's entries, so this is one write per queue.
+        """
         moved = {}
         find_or_create = self.queues.find_or_create
-        for key, entries in pending.items():
+        for key, (first, entries) in batch.queue_runs.items():
             cq = find_or_create(*key)
-            cq.put(first[key], b"".join(entries))
+            cq.put(first, entries[0] if len(entries) == 1 else b"".join(entries))
             moved[key] = cq.max_offset
+        if batch.index_requests:
+            index_put = self.index.put
+            ts = batch.store_timestamp
+            for topic, keys, uniq, pos in batch.index_requests:
+                index_put(topic, keys, uniq, pos, ts)
         self.dispatched_offset = batch.end_offset
-        self.last_store_timestamp = ts
+        self.last_store_timestamp = batch.store_timestamp
         return moved
 
     def dispatch_requests(self, requests: list[DispatchRequest]) -> dict[tuple[str, int], int]:

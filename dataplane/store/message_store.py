@@ -19,13 +19,13 @@ from collections.abc import Sequence
 from dataplane.store.checkpoint import StoreCheckpoint
 from dataplane.store.commit_log import AppendBatch, CommitLog
 from dataplane.store.config import FlushDiskType, MessageStoreConfig
-from dataplane.store.consume_queue import ConsumeQueueTable, validate_topic
+from dataplane.store.consume_queue import ConsumeQueueTable
 from dataplane.store.consumer_offsets import ConsumerOffsetManager
 from dataplane.store.dispatch import CommitLogDispatcher, DispatchListener
-from dataplane.store.errors import CorruptRecordError, InvalidTopicError, StoreError, StoreLockedError
+from dataplane.store.errors import CorruptRecordError, StoreError, StoreLockedError
 from dataplane.store.flush import FlushRealTimeService, GroupCommitService
 from dataplane.store.index_service import IndexService
-from dataplane.store.message import AppendEntry, MessageToStore, PutResult
+from dataplane.store.message import MessageToStore, PutResult
 from dataplane.store.put_batcher import AsyncPutBatcher
 from dataplane.store.reader import StoreReader
 from dataplane.store.record import check_record
@@ -275,14 +275,6 @@ class MessageStore(StoreReader):
             return PutResult(PutMessageStatus.PUT_OK, []), 0
         if self.disk_full:
             return PutResult(PutMessageStatus.DISK_FULL, []), 0
-        try:
-            for msg in msgs:
-                validate_topic(msg.topic)
-                if msg.queue_id < 0:
-                    raise InvalidTopicError(f"queue id: expected >= 0, found {msg.queue_id}")
-        except InvalidTopicError:
-            logger.warning("rejected a batch with an invalid topic or queue id", exc_info=True)
-            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, []), 0
         with self._put_lock:
             if not self._running:
                 return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, []), 0
@@ -302,16 +294,10 @@ class MessageStore(StoreReader):
                     return PutResult(PutMessageStatus.DISK_FULL, []), 0
                 logger.exception("commitlog write failed")
                 return PutResult(PutMessageStatus.UNKNOWN_ERROR, []), 0
-            moved = self.dispatcher.dispatch_batch(msgs, batch)
-        prefix = self.commit_log.msg_id_prefix
-        new = tuple.__new__
-        entries = [
-            new(AppendEntry, (pos, qoff, ts, f"{prefix}{pos:016X}", size))
-            for pos, qoff, size, _ in batch.placements
-        ]
+            moved = self.dispatcher.dispatch_batch(batch)
         if self._listeners:
             self._notify(moved)
-        return PutResult(PutMessageStatus.PUT_OK, entries), batch.end_offset
+        return PutResult(PutMessageStatus.PUT_OK, batch.entries), batch.end_offset
 
     def _notify(self, moved: dict[tuple[str, int], int]) -> None:
         for (topic, queue_id), max_offset in moved.items():

@@ -39,11 +39,13 @@ import zlib
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
-from dataplane.store.errors import BodyCrcError, CorruptRecordError, StoreError
+from dataplane.store.consume_queue import CQ_ENTRY, validate_topic
+from dataplane.store.errors import BodyCrcError, CorruptRecordError, InvalidTopicError, StoreError
 from dataplane.store.message import (
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
+    AppendEntry,
     MessageToStore,
     StoredMessage,
 )
@@ -58,6 +60,7 @@ __all__ = (
     "BatchEncoding",
     "Buffer",
     "DispatchRequest",
+    "QueueRuns",
     "check_record",
     "decode_message_id",
     "decode_properties",
@@ -106,7 +109,7 @@ _PROPERTY_SEP: Final = "\x02"
 
 _host_bytes_cache: dict[tuple[str, int], tuple[bytes, int]] = {}
 _host_str_cache: dict[bytes, str] = {}
-_topic_cache: dict[str, bytes] = {}
+_topic_tail_cache: dict[str, bytes] = {}
 _topic_decode_cache: dict[bytes, str] = {}
 
 
@@ -144,14 +147,16 @@ def _host_tuple(raw: tuple[bytes, int]) -> tuple[str, int]:
 
 
 def _topic_tail(topic: str) -> bytes:
-    encoded = _topic_cache.get(topic)
+    """TOPICLENGTH + TOPIC + an empty PROPERTIESLENGTH; the topic is validated on first use."""
+    encoded = _topic_tail_cache.get(topic)
     if encoded is None:
+        validate_topic(topic)
         raw = topic.encode()
         if not raw or len(raw) > 65535:
             raise StoreError(f"topic must be 1..65535 UTF-8 bytes, found {len(raw)}")
-        encoded = _U16.pack(len(raw)) + raw
-        if len(_topic_cache) < 100_000:
-            _topic_cache[topic] = encoded
+        encoded = _U16.pack(len(raw)) + raw + b"\0\0"
+        if len(_topic_tail_cache) < 100_000:
+            _topic_tail_cache[topic] = encoded
     return encoded
 
 
@@ -219,14 +224,27 @@ def decode_message_id(msg_id: str) -> tuple[tuple[str, int], int]:
     return (socket.inet_ntoa(raw[:4]), int.from_bytes(raw[4:8], "big")), int.from_bytes(raw[8:], "big")
 
 
-class BatchEncoding(NamedTuple):
-    """Records encoded for one contiguous write; ``count`` messages consumed from the batch."""
+# Per queue touched by a batch: (queue offset of its first message, packed ConsumeQueue entries).
+QueueRuns = dict[tuple[str, int], tuple[int, list[bytes]]]
 
-    data: bytes
+
+class BatchEncoding(NamedTuple):
+    """Records encoded for one contiguous write; ``consumed`` messages taken from the batch."""
+
+    # the records (and an end-of-segment marker when ``segment_full``) for one vectored write:
+    # three pieces per record (header, body, topic + properties), so bodies are never copied here
+    pieces: list[bytes]
+    size: int
     consumed: int
-    # per message: physical offset, queue offset, size, tag hash
-    placements: list[tuple[int, int, int, int]]
+    entries: list[AppendEntry]
+    queue_runs: QueueRuns
+    # (topic, KEYS, UNIQ_KEY, physical offset) of every record to index
+    index_requests: list[tuple[str, str | None, str | None, int]]
     segment_full: bool
+
+    @property
+    def data(self) -> bytes:
+        return b"".join(self.pieces)
 
 
 def encode_batch(
@@ -238,52 +256,74 @@ def encode_batch(
     store_host: tuple[bytes, int],
     queue_offsets: dict[tuple[str, int], int],
     max_message_size: int,
+    msg_id_prefix: str = "",
 ) -> BatchEncoding:
     """Encode ``msgs[start:]`` from ``physical_offset`` into at most ``space`` bytes.
 
     Stops before the first record that does not fit with room for an end-of-segment marker and then
-    appends that marker (``segment_full``). ``queue_offsets`` is advanced for the messages encoded;
-    the caller passes a copy it commits after the write succeeded.
+    appends that marker (``segment_full``). ``queue_offsets`` (next offset per queue) is only read:
+    the caller advances it from ``queue_runs`` once the write succeeded. Builds, in the same pass,
+    each message's :class:`AppendEntry` and its ConsumeQueue entry. Raises StoreError for an invalid
+    topic or queue id or an oversized message, before anything is written.
     """
     pieces: list[bytes] = []
     append = pieces.append
-    placements: list[tuple[int, int, int, int]] = []
-    place = placements.append
+    entries: list[AppendEntry] = []
+    add_entry = entries.append
+    runs: QueueRuns = {}
+    index_requests: list[tuple[str, str | None, str | None, int]] = []
     pack = HEADER.pack
+    cq_pack = CQ_ENTRY.pack
     crc32 = zlib.crc32
-    u16 = _U16.pack
+    new = _new_tuple
     store_ip, store_port = store_host
-    topic_cache = _topic_cache
+    tails = _topic_tail_cache
     host_cache = _host_bytes_cache
     pos = physical_offset
     limit = physical_offset + space - END_FILE_MIN_BLANK_LENGTH
-    index = start
-    total = len(msgs)
-    while index < total:
+    ts = store_timestamp
+    header_size = HEADER_SIZE
+    for index in range(start, len(msgs)):
         msg = msgs[index]
         topic = msg.topic
-        tail = topic_cache.get(topic) or _topic_tail(topic)
+        # topic + an empty PROPERTIESLENGTH, validated once per topic
+        tail = tails.get(topic) or _topic_tail(topic)
         props = msg.properties
+        thash = 0
         if props:
             praw = encode_properties(props)
+            if len(praw) > 65535:
+                raise StoreError(f"message {index}: properties of {len(praw)} bytes exceed 65535")
+            tail = tail[:-2] + _U16.pack(len(praw)) + praw
             tag = props.get(PROPERTY_TAGS)
-            thash = crc32(tag.encode()) if tag else 0
-        else:
-            praw = b""
-            thash = 0
+            if tag:
+                thash = crc32(tag.encode())
+            keys = props.get(PROPERTY_KEYS)
+            uniq = props.get(PROPERTY_UNIQ_KEY)
+            if keys or uniq:
+                index_requests.append((topic, keys, uniq, pos))
         body = msg.body
         blen = len(body)
-        size = HEADER_SIZE + blen + len(tail) + 2 + len(praw)
-        if size > max_message_size or len(praw) > 65535:
+        size = header_size + blen + len(tail)
+        if size > max_message_size:
             raise StoreError(f"message {index}: size {size} exceeds the limit {max_message_size}")
         if pos + size > limit:
             # config caps max_message_size so that every record fits in an empty segment
             append(_PREFIX.pack(physical_offset + space - pos, BLANK_MAGIC))
-            return BatchEncoding(b"".join(pieces), index - start, placements, True)
+            return BatchEncoding(
+                pieces, pos - physical_offset + END_FILE_MIN_BLANK_LENGTH, index - start, entries,
+                runs, index_requests, True,
+            )  # fmt: skip
         qid = msg.queue_id
         key = (topic, qid)
-        qoff = queue_offsets.get(key, 0)
-        queue_offsets[key] = qoff + 1
+        run = runs.get(key)
+        if run is None:
+            if qid < 0:
+                raise InvalidTopicError(f"queue id: expected >= 0, found {qid}")
+            run = runs[key] = (queue_offsets.get(key, 0), [])
+        queue_entries = run[1]
+        qoff = run[0] + len(queue_entries)
+        queue_entries.append(cq_pack(pos, size, thash))
         born_ip, born_port = host_cache.get(msg.born_host) or host_to_bytes(msg.born_host)
         append(
             pack(
@@ -298,7 +338,7 @@ def encode_batch(
                 msg.born_timestamp,
                 born_ip,
                 born_port,
-                store_timestamp,
+                ts,
                 store_ip,
                 store_port,
                 msg.reconsume_times,
@@ -308,13 +348,10 @@ def encode_batch(
         )
         append(body)
         append(tail)
-        append(u16(len(praw)))
-        if praw:
-            append(praw)
-        place((pos, qoff, size, thash))
+        add_entry(new(AppendEntry, (pos, qoff, ts, f"{msg_id_prefix}{pos:016X}", size)))
         pos += size
-        index += 1
-    return BatchEncoding(b"".join(pieces), index - start, placements, False)
+    consumed = len(msgs) - start
+    return BatchEncoding(pieces, pos - physical_offset, consumed, entries, runs, index_requests, False)
 
 
 def _lengths(buf: Buffer, pos: int, total: int, body_len: int) -> tuple[int, int, int]:

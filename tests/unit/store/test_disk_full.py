@@ -25,22 +25,22 @@ def test_enospc_mid_batch_rolls_the_whole_batch_back(
     assert store.put_messages(first).ok
     before = store.commit_log.max_offset
 
-    real_write = MappedFile.write
+    real_write = MappedFile.write_pieces
     calls = {"n": 0}
 
-    def failing_write(self: MappedFile, position: int, data: Any) -> None:
+    def failing_write(self: MappedFile, position: int, pieces: Any, size: int) -> None:
         calls["n"] += 1
-        if calls["n"] > 4:  # the batch's first segment is written, the next one fails
+        if calls["n"] > 1:  # the batch's first segment is written, the next one fails
             raise OSError(errno.ENOSPC, "No space left on device")
-        real_write(self, position, data)
+        real_write(self, position, pieces, size)
 
-    monkeypatch.setattr(MappedFile, "write", failing_write)
+    monkeypatch.setattr(MappedFile, "write_pieces", failing_write)
     # 10 x 3 KB spans the rest of the 16 KiB segment and the next one
     result = store.put_messages([msg(body=b"x" * 3000) for _ in range(10)])
     assert result.status is PutMessageStatus.DISK_FULL and result.entries == []
     assert store.commit_log.max_offset == before
     assert store.disk_full  # remembered until the next disk check
-    monkeypatch.setattr(MappedFile, "write", real_write)
+    monkeypatch.setattr(MappedFile, "write_pieces", real_write)
     store._disk_checked_at = 0.0  # space came back: the next check sees it
     assert store.put_messages([msg(body=b"after")]).ok
     assert _bodies(store) == [m.body for m in first] + [b"after"]
@@ -51,20 +51,20 @@ def test_rolled_back_bytes_never_come_back_after_recovery(
 ) -> None:
     store = make_store(disk_min_free_bytes=0, disk_full_ratio=1.0)
     assert store.put_messages([msg(body=b"a" * 3000) for _ in range(4)]).ok
-    real_write = MappedFile.write
+    real_write = MappedFile.write_pieces
     calls = {"n": 0}
 
-    def failing_write(self: MappedFile, position: int, data: Any) -> None:
+    def failing_write(self: MappedFile, position: int, pieces: Any, size: int) -> None:
         calls["n"] += 1
-        if calls["n"] > 2:
+        if calls["n"] > 1:
             raise OSError(errno.ENOSPC, "No space left on device")
-        real_write(self, position, data)
+        real_write(self, position, pieces, size)
 
-    monkeypatch.setattr(MappedFile, "write", failing_write)
+    monkeypatch.setattr(MappedFile, "write_pieces", failing_write)
     assert (
         store.put_messages([msg(body=b"lost" * 700) for _ in range(5)]).status is PutMessageStatus.DISK_FULL
     )
-    monkeypatch.setattr(MappedFile, "write", real_write)
+    monkeypatch.setattr(MappedFile, "write_pieces", real_write)
     store.shutdown()
     reopened = make_store(disk_min_free_bytes=0, disk_full_ratio=1.0)
     assert _bodies(reopened) == [b"a" * 3000] * 4
@@ -75,3 +75,19 @@ def test_watermark_refuses_before_writing(make_store: StoreFactory) -> None:
     result = store.put_messages([msg()])
     assert result.status is PutMessageStatus.DISK_FULL
     assert store.commit_log.max_offset == 0
+
+
+def test_illegal_message_after_a_segment_roll_rolls_the_batch_back(make_store: StoreFactory) -> None:
+    # given a batch whose first records fill a segment and whose last message is too big
+    store = make_store()
+    assert store.put_messages([msg(body=b"a" * 3000)]).ok
+    before = store.commit_log.max_offset
+    batch = [msg(body=b"x" * 3000) for _ in range(8)] + [msg(body=b"y" * 20_000)]
+    # when
+    result = store.put_messages(batch)
+    # then nothing of it is stored, not even the segment it filled, and its queue offsets are free
+    assert result.status is PutMessageStatus.MESSAGE_ILLEGAL and result.entries == []
+    assert store.commit_log.max_offset == before
+    after = store.put_messages([msg(body=b"after")])
+    assert [e.queue_offset for e in after.entries] == [1]
+    assert _bodies(store) == [b"a" * 3000, b"after"]

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dataplane.store.checkpoint import StoreCheckpoint
+from dataplane.store.consume_queue import CQ_ENTRY
 from dataplane.store.errors import CorruptRecordError, StoreError
 from dataplane.store.message import MessageToStore
 from dataplane.store.record import (
@@ -23,6 +24,7 @@ from dataplane.store.record import (
     encode_batch,
     encode_properties,
     make_message_id_prefix,
+    tag_hash,
 )
 
 STORE_HOST = (b"\x7f\x00\x00\x01", 10911)
@@ -49,23 +51,59 @@ def test_golden_layout() -> None:
 
 
 def test_round_trip_and_queue_offsets() -> None:
-    msgs = [MessageToStore("a", i % 2, bytes([i]) * i, {"KEYS": f"k{i} z"}) for i in range(10)]
-    offsets: dict[tuple[str, int], int] = {}
-    enc = encode_batch(msgs, 0, 0, 1 << 20, 42, STORE_HOST, offsets, 1 << 20)
-    assert offsets == {("a", 0): 5, ("a", 1): 5}
-    for (pos, qoff, size, _), m in zip(enc.placements, msgs, strict=True):
-        got = decode_record(enc.data, pos, len(enc.data), "X")
-        assert (got.body, got.queue_offset, got.size, got.physical_offset) == (m.body, qoff, size, pos)
+    msgs = [
+        MessageToStore("a", i % 2, bytes([i]) * i, {"KEYS": f"k{i} z", "TAGS": f"t{i % 3}"})
+        for i in range(10)
+    ]
+    offsets = {("a", 1): 7}
+    prefix = make_message_id_prefix(("127.0.0.1", 10911))
+    enc = encode_batch(msgs, 0, 0, 1 << 20, 42, STORE_HOST, offsets, 1 << 20, prefix)
+    assert offsets == {("a", 1): 7}, "only read: the CommitLog advances it after the write"
+    assert enc.size == len(enc.data) and enc.consumed == 10 and not enc.segment_full
+    assert [e.queue_offset for e in enc.entries] == [0, 7, 1, 8, 2, 9, 3, 10, 4, 11]
+    for e, m in zip(enc.entries, msgs, strict=True):
+        got = decode_record(enc.data, e.physical_offset, len(enc.data), "X")
+        assert (got.body, got.queue_offset, got.size, got.physical_offset) == (
+            m.body, e.queue_offset, e.size, e.physical_offset,
+        )  # fmt: skip
         assert got.keys == m.properties["KEYS"].split()
         assert got.store_host == ("127.0.0.1", 10911)
-        assert got.msg_id == make_message_id_prefix(("127.0.0.1", 10911)) + f"{pos:016X}"
+        assert got.msg_id == e.msg_id == prefix + f"{e.physical_offset:016X}"
+        assert e.store_timestamp == got.store_timestamp == 42
+    # the ConsumeQueue entries of each queue, in queue-offset order, and what to index
+    for qid, first in ((0, 0), (1, 7)):
+        run_first, packed = enc.queue_runs[("a", qid)]
+        assert run_first == first
+        mine = [(e, m) for e, m in zip(enc.entries, msgs, strict=True) if m.queue_id == qid]
+        assert [CQ_ENTRY.unpack(b) for b in packed] == [
+            (e.physical_offset, e.size, tag_hash(m.properties["TAGS"])) for e, m in mine
+        ]
+    assert enc.index_requests == [
+        ("a", m.properties["KEYS"], None, e.physical_offset) for e, m in zip(enc.entries, msgs, strict=True)
+    ]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param(MessageToStore("a/b", 0, b"x"), id="topic-slash"),
+        pytest.param(MessageToStore("..", 0, b"x"), id="topic-dotdot"),
+        pytest.param(MessageToStore("a", -1, b"x"), id="queue-id"),
+        pytest.param(MessageToStore("a", 0, b"x" * 2000), id="too-big"),
+        pytest.param(MessageToStore("a", 0, b"x", {"k": "v" * 70_000}), id="properties"),
+    ],
+)
+def test_illegal_message_raises_before_anything_is_encoded(bad: MessageToStore) -> None:
+    with pytest.raises(StoreError):
+        encode_batch([MessageToStore("a", 0, b"ok"), bad], 0, 0, 1 << 20, 1, STORE_HOST, {}, 1024)
 
 
 def test_end_of_segment_marker() -> None:
     msgs = [MessageToStore("a", 0, b"x" * 100) for _ in range(10)]
     enc = encode_batch(msgs, 0, 0, 600, 1, STORE_HOST, {}, 1 << 20)
     assert enc.segment_full and enc.consumed < 10
-    end = sum(p[2] for p in enc.placements)
+    end = sum(e.size for e in enc.entries)
+    assert enc.size == len(enc.data) == end + 8
     assert check_record(enc.data, end, len(enc.data) + (600 - len(enc.data))) == 600 - end
     assert struct.unpack_from(">iI", enc.data, end) == (600 - end, BLANK_MAGIC)
 
