@@ -76,7 +76,7 @@ def start_moto() -> tuple[subprocess.Popen[bytes], str]:
             time.sleep(0.2)
 
 
-def open_store(work: Path, endpoint: str, name: str, **tier_options: int) -> TieredMessageStore:
+def open_store(work: Path, endpoint: str, name: str, **tier_options: int | bool) -> TieredMessageStore:
     config = MessageStoreConfig(work / name, mapped_file_size_commit_log=SEGMENT, clean_interval_ms=3_600_000)
     tier = TierConfig(
         ObjectStoreSettings(
@@ -236,19 +236,63 @@ def bench_producer(work: Path, endpoint: str, total: int, rounds: int, moto_pid:
         store.shutdown()
 
 
+def _probe(stop: threading.Event, late: list[float]) -> None:
+    while not stop.is_set():
+        began = time.perf_counter()
+        time.sleep(0.001)
+        late.append(time.perf_counter() - began - 0.001)
+
+
+def gil_probe(work: Path, endpoint: str) -> dict[str, object]:
+    """What offloading 4 segments costs the broker process, uploading from the upload process and
+    from the offload thread: the offload thread's CPU per segment, and how late a thread sleeping
+    1 ms at a time wakes up (it needs the GIL to wake; its lateness sums what it waited for)."""
+    figures: dict[str, object] = {}
+    for mode, upload_process in (("process", True), ("thread", False)):
+        store = open_store(work, endpoint, f"gil-{mode}", upload_process=upload_process)
+        try:
+            fill(store, 5 * SEGMENT, 5)
+            store.ensure_manifest()
+            late: list[float] = []
+            stop = threading.Event()
+            thread = threading.Thread(target=_probe, args=(stop, late))
+            thread.start()
+            time.sleep(0.2)
+            late.clear()
+            cpu = time.thread_time()
+            for mf in store.offloader.pending()[:4]:
+                store.offloader._offload(mf)
+            cpu = time.thread_time() - cpu
+            stop.set()
+            thread.join()
+            late.sort()
+            figures[f"{mode}_offload_thread_cpu_ms_per_segment"] = round(cpu * 1000 / 4, 1)
+            figures[f"{mode}_probe_late_p99_ms"] = round(late[int(len(late) * 0.99)] * 1000, 2)
+            figures[f"{mode}_probe_late_max_ms"] = round(late[-1] * 1000, 1)
+        finally:
+            store.shutdown()
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="64 MiB per phase instead of 512 MiB")
     parser.add_argument("--json", type=Path, help="write the figures to this file")
     parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one)")
+    parser.add_argument(
+        "--gil-probe", action="store_true", help="only the offload cost in the broker process"
+    )
     args = parser.parse_args()
     total = (64 << 20) if args.quick else (512 << 20)
     work = Path(tempfile.mkdtemp(prefix="tiered-bench-", dir=args.dir))
     proc, endpoint = start_moto()
     try:
         figures: dict[str, object] = {"total_bytes_per_phase": total, "segment_bytes": SEGMENT}
-        figures |= bench_reads(work, endpoint, total)
-        figures |= bench_producer(work, endpoint, total, 8 if args.quick else 2, proc.pid)
+        if args.gil_probe:
+            figures = gil_probe(work, endpoint)
+        else:
+            figures |= bench_reads(work, endpoint, total)
+            figures |= bench_producer(work, endpoint, total, 8 if args.quick else 2, proc.pid)
     finally:
         proc.terminate()
         proc.wait(10)

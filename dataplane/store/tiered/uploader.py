@@ -81,6 +81,7 @@ def upload_file(objects: ObjectStore, key: str, path: Path, size: int, part_byte
     """
     whole = hashlib.md5(usedforsecurity=False)
     part_digests: list[bytes] = []
+    multipart = size > part_bytes and isinstance(objects, ObstoreBackend)
 
     def chunks() -> Iterator[bytes]:
         part = hashlib.md5(usedforsecurity=False)
@@ -92,21 +93,21 @@ def upload_file(objects: ObjectStore, key: str, path: Path, size: int, part_byte
                 if not chunk:
                     raise StoreError(f"{path}: expected {size} bytes, the file ended {remaining} early")
                 whole.update(chunk)
-                part.update(chunk)
-                in_part += len(chunk)
                 remaining -= len(chunk)
-                if in_part == part_bytes or not remaining:
-                    part_digests.append(part.digest())
-                    part = hashlib.md5(usedforsecurity=False)
-                    in_part = 0
+                if multipart:  # the parts' MD5s make the multipart ETag (a second pass of MD5)
+                    part.update(chunk)
+                    in_part += len(chunk)
+                    if in_part == part_bytes or not remaining:
+                        part_digests.append(part.digest())
+                        part = hashlib.md5(usedforsecurity=False)
+                        in_part = 0
                 pacer.take(len(chunk))
                 yield chunk
 
-    multipart = size > part_bytes
-    if multipart and isinstance(objects, ObstoreBackend):
+    if multipart:
+        assert isinstance(objects, ObstoreBackend)
         objects.put_parts(key, chunks(), part_bytes)
     else:  # one PUT (a store without streaming uploads gets large objects whole, too)
-        multipart = False
         objects.put(key, b"".join(chunks()))
     md5 = whole.hexdigest()
     info = objects.head(key)
