@@ -19,8 +19,9 @@ written in the same ``put_messages`` call, so the CommitLog says how far deliver
 scanner does not deliver: it follows those records (:meth:`TimerMessageStore._follow`), and on
 promotion resumes after the last delivered second, skipping the entries of a half-delivered one.
 
-The checkpoint (every ``checkpoint_interval_ms``) records the delivered second, the timer log end
-and the next ConsumeQueue offset, after fsyncing the timer log, the wheel and the CommitLog. After a
+The checkpoint (every ``checkpoint_interval_ms``, in a thread of its own so its fsyncs never delay a
+delivery) records the delivered second, the timer log end and the next ConsumeQueue offset, after
+fsyncing the timer log, the wheel and the CommitLog. After a
 crash the timer log is replayed from the checkpointed end (records carry their queue offset), so
 nothing is lost and nothing is delivered early; a second that was being delivered is delivered
 again (at least once).
@@ -156,6 +157,7 @@ class TimerMessageStore:
         self._lock = threading.Lock()
         self._dispatch_wake = threading.Event()
         self._scan_wake = threading.Event()
+        self._checkpoint_wake = threading.Event()  # set only to stop
         self._running = False
         self._threads: list[threading.Thread] = []
         self.log: TimerLog | None = None
@@ -192,7 +194,11 @@ class TimerMessageStore:
         self._recover()
         self._running = True
         self.store.add_dispatch_listener(self._on_dispatch)
-        for name, target in (("TimerDispatcher", self._dispatch_loop), ("TimerScanner", self._scan_loop)):
+        for name, target in (
+            ("TimerDispatcher", self._dispatch_loop),
+            ("TimerScanner", self._scan_loop),
+            ("TimerCheckpoint", self._checkpoint_loop),
+        ):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -253,6 +259,7 @@ class TimerMessageStore:
         self._running = False
         self._dispatch_wake.set()
         self._scan_wake.set()
+        self._checkpoint_wake.set()
         for thread in self._threads:
             thread.join(timeout=30)
         self._threads = []
@@ -260,6 +267,20 @@ class TimerMessageStore:
         assert self.log is not None and self.wheel is not None
         self.log.close()
         self.wheel.close()
+
+    def _checkpoint_loop(self) -> None:
+        """Checkpoint every interval in a thread of its own: the fsyncs (the CommitLog's can take
+        seconds after a burst of sends) never hold up the scanner's deliveries."""
+        interval = self.checkpoint_interval_ms / 1000
+        while self._running:
+            self._checkpoint_wake.wait(max(0.0, self._last_checkpoint + interval - time.monotonic()))
+            if not self._running:
+                return
+            try:
+                self.checkpoint()
+            except Exception:
+                logger.exception("timer checkpoint failed")
+                time.sleep(0.5)
 
     def checkpoint(self) -> None:
         """fsync the timer log, the wheel and the CommitLog, then record how far they go."""
@@ -403,8 +424,6 @@ class TimerMessageStore:
                 if not self.can_deliver():
                     self._following = True
                     self._follow()
-                    if time.monotonic() - self._last_checkpoint >= self.checkpoint_interval_ms / 1000:
-                        self.checkpoint()
                     self._scan_wake.wait(0.1)
                     self._scan_wake.clear()
                     continue
@@ -413,14 +432,8 @@ class TimerMessageStore:
                     self._follow()
                 second = self._next_second
                 wait_ms = second * 1000 - self._now_ms()  # absolute: no drift from the work done
-                since = time.monotonic() - self._last_checkpoint
-                interval = self.checkpoint_interval_ms / 1000
-                # checkpoint (fsyncs) in the slack before a second starts, not when it is due
-                if since >= interval and (wait_ms > 200 or since >= 3 * interval):
-                    self.checkpoint()
-                    continue
                 if wait_ms > 0:
-                    self._scan_wake.wait(min(wait_ms, self.checkpoint_interval_ms) / 1000)
+                    self._scan_wake.wait(min(wait_ms, 1000) / 1000)
                     self._scan_wake.clear()
                     continue
                 with self._lock:

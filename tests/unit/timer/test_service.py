@@ -207,3 +207,24 @@ def test_accepted_after_a_gap_leaves_it_to_the_dispatcher(store: MessageStore, t
         assert sorted(m.body for m in _delivered(store)) == sorted(f"body-{i}".encode() for i in range(20))  # type: ignore[attr-defined]
     finally:
         timers.shutdown()
+
+
+class _SlowCheckpointStore(_CountingStore):
+    def checkpoint(self) -> None:
+        time.sleep(1.5)  # a CommitLog fsync after a burst of sends on a busy disk
+        self._store.checkpoint()
+
+
+def test_a_slow_checkpoint_does_not_delay_delivery(store: MessageStore, tmp_path: Path) -> None:
+    slow = _SlowCheckpointStore(store)
+    timers = TimerMessageStore(slow, tmp_path / "timer", max_delay_ms=60_000, checkpoint_interval_ms=200)
+    timers.start()
+    try:
+        for k in range(3):  # due while a checkpoint is in its fsync, whenever it started
+            deliver = int(time.time() * 1000) + 700
+            _send(store, 5, deliver, qid=k)
+            _wait_for(lambda k=k: len(_delivered(store, k)) == 5)  # type: ignore[misc]
+            for msg in _delivered(store, k):
+                assert 0 <= msg.store_timestamp - deliver < 500  # type: ignore[attr-defined]
+    finally:
+        timers.shutdown()
