@@ -44,13 +44,22 @@ class MessageToStore:
 
 
 class AppendEntry(NamedTuple):
-    """Where one message landed: offsets, store time and the offset message id."""
+    """Where one message landed: offsets, store time, size and the offset message id.
+
+    ``msg_id`` is built when asked for (from the store host's hex prefix, shared by every entry):
+    formatting it for every appended message cost about a tenth of an append.
+    """
 
     physical_offset: int
     queue_offset: int
     store_timestamp: int
-    msg_id: str
     size: int
+    msg_id_prefix: str
+
+    @property
+    def msg_id(self) -> str:
+        """Offset message id: hex of store host IPv4, port and physical offset (RocketMQ's msgId)."""
+        return f"{self.msg_id_prefix}{self.physical_offset:016X}"
 
 
 class PutResult(NamedTuple):

@@ -348,7 +348,7 @@ def encode_batch(
         )
         append(body)
         append(tail)
-        add_entry(new(AppendEntry, (pos, qoff, ts, f"{msg_id_prefix}{pos:016X}", size)))
+        add_entry(new(AppendEntry, (pos, qoff, ts, size, msg_id_prefix)))
         pos += size
     consumed = len(msgs) - start
     return BatchEncoding(pieces, pos - physical_offset, consumed, entries, runs, index_requests, False)
