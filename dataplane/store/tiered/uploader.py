@@ -200,7 +200,11 @@ class UploadWorker:
             if not line:
                 self._kill()
                 raise ObjectStoreUnavailableError(f"object store: {key!r}: upload worker exited")
-        answer = json.loads(line)
+            try:
+                answer = json.loads(line)
+            except ValueError as exc:
+                self._kill()
+                raise ObjectStoreUnavailableError(f"object store: {key!r}: upload worker: {exc}") from exc
         if "md5" in answer:
             return str(answer["md5"])
         error = str(answer.get("error", "unknown error"))
