@@ -78,6 +78,7 @@ P_TIMER_OUT_MS = "TIMER_OUT_MS"
 P_TIMER_DEL_OFFSET = "TIMER_DEL_OFFSET"
 P_DELIVER_MS = "__STARTDELIVERTIME"
 _DISPATCH_BATCH = 1024
+_MAX_HINT_BATCHES = 4096  # send batches waiting for the dispatcher (at most ~1M records)
 _PUT_BATCH = 512
 _PROGRESS_TAIL = 64  # progress records read back to find the last second and its delivered entries
 
@@ -168,7 +169,9 @@ class TimerMessageStore:
         self._last_checkpoint = 0.0
         self.delivered = 0  # counters (tests, metrics)
         self.recalled = 0
-        self.accepted_direct = 0  # linked by accepted(), without the dispatcher reading them back
+        self.accepted_direct = 0  # linked from accepted() hints, not read back from the CommitLog
+        # first queue offset -> records (magic, cl offset, deliver ms, queue offset) from the send path
+        self._hints: dict[int, list[tuple[int, int, int, int]]] = {}
         # HA: deliver only while this returns True (a writable master); record progress in the log
         self.can_deliver: Callable[[], bool] = _always
         self.publish_progress = False
@@ -321,30 +324,45 @@ class TimerMessageStore:
                 time.sleep(0.5)
 
     def accepted(self, msgs: Sequence[MessageToStore], entries: Sequence[Any]) -> None:
-        """Link timer messages the send path has just stored (``entries``: their put results), so the
-        dispatcher need not read them back from the CommitLog (a full decode per message).
+        """Take the timer messages the send path has just stored (``entries``: their put results),
+        so the dispatcher need not read them back from the CommitLog (a full decode per message).
 
-        Only when they are the next ones the timer queue expects and the lock is free at once (the
-        event loop never waits for the scanner); otherwise the dispatcher reads them as before."""
-        if not self._running or not self._lock.acquire(blocking=False):
+        They are linked at once when they are next in the timer queue and the lock is free (the event
+        loop never waits for the scanner); otherwise they wait, as compact records, for the dispatcher
+        to reach their queue offset. The CommitLog stays the truth: what no hint covers (recalls, a
+        send after a restart, a replica) the dispatcher reads as before."""
+        if not self._running:
             return
-        try:
-            records = []
-            expected = self._queue_offset
-            for msg, entry in zip(msgs, entries, strict=True):
-                if msg.topic != TIMER_TOPIC or msg.queue_id != 0:
-                    continue
-                if entry.queue_offset != expected:
-                    return  # not next (the dispatcher got there first, or a gap): leave it to it
+        records = []
+        for msg, entry in zip(msgs, entries, strict=True):
+            if msg.topic == TIMER_TOPIC and msg.queue_id == 0:
                 deliver_ms = int(msg.properties[P_TIMER_OUT_MS])
-                records.append((MAGIC_ENTRY, entry.physical_offset, deliver_ms, expected))
-                expected += 1
-            if records:
-                self._append(records)
-                self._queue_offset = expected
-                self.accepted_direct += len(records)
-        finally:
-            self._lock.release()
+                records.append((MAGIC_ENTRY, entry.physical_offset, deliver_ms, entry.queue_offset))
+        if not records:
+            return
+        first = records[0][3]
+        if records[-1][3] - first != len(records) - 1 or first < self._queue_offset:
+            return  # not one run of the queue, or dispatched already
+        if len(self._hints) < _MAX_HINT_BATCHES:
+            self._hints[first] = records
+        if self._lock.acquire(blocking=False):
+            try:
+                self._link_hinted()
+            finally:
+                self._lock.release()
+
+    def _link_hinted(self) -> int:
+        """Link the hinted batches that are next in the timer queue (caller holds the lock)."""
+        linked = 0
+        while self._hints:
+            records = self._hints.pop(self._queue_offset, None)
+            if records is None:
+                break
+            self._append(records)
+            self._queue_offset = records[-1][3] + 1
+            linked += len(records)
+        self.accepted_direct += linked
+        return linked
 
     def _slot_second(self, deliver_ms: int) -> int:
         # never a second the scanner has read; never beyond the wheel's span
@@ -352,8 +370,21 @@ class TimerMessageStore:
         return min(second, self._delivered_second + self.slot_count - 1)
 
     def _dispatch_pending(self) -> int:
-        """One batch from the ConsumeQueue into the timer log (caller holds the lock)."""
-        result = self.store.get_messages(TIMER_TOPIC, 0, self._queue_offset, max_count=_DISPATCH_BATCH)
+        """One batch into the timer log (caller holds the lock): hinted batches (:meth:`accepted`),
+        then up to :data:`_DISPATCH_BATCH` read from the ConsumeQueue, stopping at the next hint.
+        Returns :data:`_DISPATCH_BATCH` when more may be pending."""
+        self._link_hinted()
+        limit = _DISPATCH_BATCH
+        if self._hints:
+            queue_offset = self._queue_offset
+            keys = list(self._hints)  # one C call: the send path may add hints meanwhile
+            for key in keys:
+                if key < queue_offset:
+                    self._hints.pop(key, None)  # dispatched from the ConsumeQueue already
+            later = [k for k in keys if k > queue_offset]
+            if later:
+                limit = min(limit, min(later) - queue_offset)
+        result = self.store.get_messages(TIMER_TOPIC, 0, self._queue_offset, max_count=limit)
         if result.status is GetMessageStatus.OFFSET_TOO_SMALL:
             logger.warning(
                 "timer queue: offset %d gone, moving to %d", self._queue_offset, result.next_begin_offset
@@ -378,7 +409,8 @@ class TimerMessageStore:
                 logger.warning("timer queue offset %d: no valid timer property; skipped", msg.queue_offset)
         self._append(records)
         self._queue_offset = result.next_begin_offset
-        return len(result.messages)
+        more = len(result.messages) >= limit or self._queue_offset in self._hints
+        return _DISPATCH_BATCH if more else len(result.messages)
 
     def _append(self, records: list[tuple[int, int, int, int]]) -> None:
         """Write records (magic, cl offset, deliver ms, queue offset), then link them into the wheel.
@@ -568,6 +600,7 @@ class TimerMessageStore:
                 self._queue_offset = end
             self._progress_seen = 0
             self._skip = set()
+            self._hints.clear()
 
     #
     # Recall
