@@ -103,6 +103,8 @@ class BrokerSettings(BaseSettings):
     tier_prefetch_blocks: int = Field(default=4, ge=0)
     tier_interval_ms: int = Field(default=5_000, ge=10)
     tier_request_timeout_s: float = Field(default=30.0, gt=0)
+    # Offload bandwidth limit in bytes/s, paced per 1 MiB read by the upload process (0: unlimited).
+    tier_offload_rate_bytes: int = Field(default=0, ge=0)
     # Security (docs/security.md). Development mode admits unsigned v2 requests and, without an
     # admin token, the admin API; never use it where the port is reachable by others.
     dev_mode: bool = False

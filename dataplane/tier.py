@@ -45,6 +45,7 @@ def open_tiered_store(
         block_bytes=settings.tier_block_bytes,
         prefetch_blocks=settings.tier_prefetch_blocks,
         interval_ms=settings.tier_interval_ms,
+        offload_rate_bytes=settings.tier_offload_rate_bytes,
     )
     store = TieredMessageStore(config, tier)
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from dataplane.config import BrokerSettings
+from dataplane.metadata import MetadataStore
 from dataplane.store.tiered import offload
 from dataplane.store.tiered.block_cache import BlockCache
 from dataplane.store.tiered.manifest import commitlog_key
@@ -20,6 +22,8 @@ from dataplane.store.tiered.object_store import (
     open_object_store,
 )
 from dataplane.store.tiered.uploader import Pacer, upload_file
+from dataplane.tier import open_tiered_store
+from tests.unit.store.conftest import small_config
 from tests.unit.store.tiered.conftest import TOPIC, TieredFactory, put_many
 
 
@@ -163,3 +167,11 @@ def test_a_sequential_reader_gets_the_next_segment_read_ahead(
     # the next segment's objects were read ahead (else two misses per segment)
     assert store.cache.misses <= 3
     assert store.cache.hits > 10 * store.cache.misses
+
+
+def test_broker_settings_set_the_offload_rate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MQ_BROKER_TIER_OFFLOAD_RATE_BYTES", str(50 << 20))
+    settings = BrokerSettings(data_dir=tmp_path / "broker")
+    store = open_tiered_store(settings, small_config(tmp_path / "store"), MetadataStore(tmp_path / "meta"))
+    assert store.tier_config.offload_rate_bytes == 50 << 20
+    assert store.upload_worker is not None  # a broker uploads from its upload process
