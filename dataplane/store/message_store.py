@@ -326,7 +326,7 @@ class MessageStore(StoreReader):
         (:class:`AsyncPutBatcher`), each caller still getting only its own entries.
         """
         if self._batcher is not None:
-            return await self._batcher.put(msgs)
+            return await self._batcher.enqueue(msgs)
         result, end = self._append(msgs)
         if result.status is PutMessageStatus.PUT_OK and result.entries and self._flush is not None:
             self._flush.wake_up(end)

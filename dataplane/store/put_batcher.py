@@ -29,9 +29,10 @@ def _acknowledge(acks: list[_Ack], durable: asyncio.Future[bool]) -> None:
     """Give every caller its entries: PUT_OK once durable, FLUSH_DISK_TIMEOUT otherwise."""
     ok = not durable.cancelled() and durable.result()
     status = PutMessageStatus.PUT_OK if ok else PutMessageStatus.FLUSH_DISK_TIMEOUT
+    new = tuple.__new__  # PutResult(...) goes through a Python-level __new__: 3x slower
     for future, entries in acks:
         if not future.done():
-            future.set_result(PutResult(status, entries))
+            future.set_result(new(PutResult, (status, entries)))
 
 
 class AsyncPutBatcher:
@@ -49,7 +50,8 @@ class AsyncPutBatcher:
         self._timeout_s = timeout_s
         self._pending: dict[asyncio.AbstractEventLoop, list[_Caller]] = {}
 
-    async def put(self, msgs: Sequence[MessageToStore]) -> PutResult:
+    def enqueue(self, msgs: Sequence[MessageToStore]) -> asyncio.Future[PutResult]:
+        """Queue ``msgs`` for the running loop's next batch; the future gets the caller's result."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[PutResult] = loop.create_future()
         pending = self._pending.get(loop)
@@ -57,7 +59,7 @@ class AsyncPutBatcher:
             pending = self._pending[loop] = []
             loop.call_soon(self._drain, loop)
         pending.append((msgs, future))
-        return await future
+        return future
 
     def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
         callers = [c for c in self._pending.pop(loop, ()) if not c[1].done()]
