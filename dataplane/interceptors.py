@@ -23,6 +23,7 @@ from google.protobuf import timestamp_pb2
 from dataplane.auth.resources import settings_resources, touched
 from dataplane.errors import BrokerError, status_of
 from dataplane.guard import Guard
+from dataplane.services.base import remember_metadata
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 
 __all__ = ("ADMIN_PREFIX", "V2_PREFIX", "AdminAuthInterceptor", "MessagingInterceptor")
@@ -65,7 +66,7 @@ class MessagingInterceptor:
         clock = time.perf_counter
 
         async def behavior(request: Any, context: Any) -> Any:
-            metadata = context.invocation_metadata()
+            metadata = remember_metadata(context)
             produce = None
             try:
                 if sending:
@@ -100,7 +101,7 @@ class MessagingInterceptor:
         async def behavior(request: Any, context: Any) -> AsyncIterator[Any]:
             try:
                 admission = guard.admit(
-                    rpc, touched(rpc, request), context.invocation_metadata(), context.peer()
+                    rpc, touched(rpc, request), remember_metadata(context), context.peer()
                 )
                 group, topic = request.group, request.message_queue.topic
                 wanted = request.batch_size or 32

@@ -14,7 +14,7 @@ from dataplane.clients import CLIENT_ID_HEADER, header
 from dataplane.errors import NotImplementedYet, ok_status
 from dataplane.services import consume, offsets, produce, route, telemetry
 from dataplane.services.admin import BrokerAdminServicer
-from dataplane.services.base import header_namespace, unary
+from dataplane.services.base import call_metadata, header_namespace, unary
 from dataplane.transaction.rpc import end_transaction
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from mqcloud.apache.rocketmq.v2 import service_pb2_grpc
@@ -35,7 +35,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
 
     @unary(svc.HeartbeatResponse)
     async def Heartbeat(self, request: svc.HeartbeatRequest, context: Any) -> svc.HeartbeatResponse:
-        client_id = header(context.invocation_metadata(), CLIENT_ID_HEADER)
+        client_id = header(call_metadata(context), CLIENT_ID_HEADER)
         route.heartbeat(self.broker, request, header_namespace(context), client_id)
         return svc.HeartbeatResponse(status=ok_status())
 
@@ -56,7 +56,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     ) -> AsyncIterator[svc.ReceiveMessageResponse]:
         # Returns the stream instead of re-yielding it: one async-generator step less per message
         # (dataplane.wire registers an async generator around it, as grpc.aio requires).
-        self.broker.clients.touch(context.invocation_metadata(), context.peer())
+        self.broker.clients.touch(call_metadata(context), context.peer())
         authorize(context, "sub", request.message_queue.topic.name)
         return consume.receive_message(self.broker, request, context, header_namespace(context))
 
@@ -75,7 +75,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     async def PullMessage(
         self, request: svc.PullMessageRequest, context: Any
     ) -> AsyncIterator[svc.PullMessageResponse]:
-        self.broker.clients.touch(context.invocation_metadata(), context.peer())
+        self.broker.clients.touch(call_metadata(context), context.peer())
         authorize(context, "sub", request.message_queue.topic.name)
         async for response in offsets.pull_message(self.broker, request, context, header_namespace(context)):
             yield response
@@ -109,7 +109,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     async def NotifyClientTermination(
         self, request: svc.NotifyClientTerminationRequest, context: Any
     ) -> svc.NotifyClientTerminationResponse:
-        client_id = header(context.invocation_metadata(), CLIENT_ID_HEADER)
+        client_id = header(call_metadata(context), CLIENT_ID_HEADER)
         if client_id:
             self.broker.clients.forget(client_id)
         return svc.NotifyClientTerminationResponse(status=ok_status())

@@ -32,6 +32,7 @@ from dataplane.pop import InFlight
 from dataplane.receipt import ReceiptHandle
 from dataplane.retry import retry_delay_ms
 from dataplane.services import produce as p
+from dataplane.services.base import call_metadata
 from dataplane.timer.service import P_DELIVER_MS
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
@@ -459,7 +460,7 @@ async def receive_message(
         ns, topic_name = resolve(request.message_queue.topic, header_ns)
         topic = broker.topic(topic_name)
         group = broker.group(group_name)
-        client_id = header(context.invocation_metadata(), CLIENT_ID_HEADER)
+        client_id = header(call_metadata(context), CLIENT_ID_HEADER)
         session = broker.clients.get(client_id)
         if session is not None and session.group != group_name:  # a consumer without Telemetry
             session.group, session.namespace = group_name, ns
