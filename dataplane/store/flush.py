@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-__all__ = ("FlushManager", "FlushRealTimeService", "GroupCommitService", "resolve_future")
+__all__ = ("FlushManager", "FlushRealTimeService", "GroupCommitService")
 
 logger = logging.getLogger(__name__)
 
@@ -41,11 +41,6 @@ class FlushManager(Protocol):
     ) -> asyncio.Future[bool]: ...
 
     def reset(self, offset: int) -> None: ...
-
-
-def resolve_future(future: asyncio.Future[bool], value: bool) -> None:
-    if not future.done():
-        future.set_result(value)
 
 
 class _LoopGroup:
@@ -96,8 +91,8 @@ class GroupCommitService:
     """SYNC_FLUSH: writers wait until their offset is fsynced; one fsync covers every waiter.
 
     RocketMQ's GroupCommitService: requests queue up while an fsync runs and the next fsync covers
-    all of them, so the flusher never sleeps to gather writers and appends overlap the fsync.
-    Asyncio writers of one loop share one future per fsync (:class:`_LoopGroup`).
+    all of them, so appends overlap the fsync. Asyncio waiters of one loop form a group with one
+    timeout timer (:class:`_LoopGroup`); only blocked threads get a short gathering wait.
 
     Guarantees: ``wait_flushed(o)`` returns True, and a future from :meth:`flushed_future` resolves
     True, only after every byte below ``o`` was fsynced (``flushed_offset >= o``); futures are
