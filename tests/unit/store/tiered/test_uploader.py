@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -175,3 +177,33 @@ def test_broker_settings_set_the_offload_rate(tmp_path: Path, monkeypatch: pytes
     store = open_tiered_store(settings, small_config(tmp_path / "store"), MetadataStore(tmp_path / "meta"))
     assert store.tier_config.offload_rate_bytes == 50 << 20
     assert store.upload_worker is not None  # a broker uploads from its upload process
+
+
+def test_upload_process_exits_when_its_parent_is_killed(tmp_path: Path) -> None:
+    # given: a parent process whose upload process is in the middle of a paced upload (a minute)
+    (tmp_path / "segment").write_bytes(os.urandom(64 << 10))
+    script = (
+        "import threading, time\n"
+        "from pathlib import Path\n"
+        "from dataplane.store.tiered.object_store import ObjectStoreSettings\n"
+        "from dataplane.store.tiered.uploader import UploadWorker\n"
+        f"w = UploadWorker(ObjectStoreSettings(url='file://{tmp_path}/objects'))\n"
+        f"up = lambda: w.upload('seg', Path('{tmp_path}/segment'), 64 << 10, 5 << 20, 1024)\n"
+        "threading.Thread(target=up, daemon=True).start()\n"
+        "time.sleep(0.5)\n"
+        "print(w.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    root = Path(__file__).resolve().parents[4]
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=root)
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    # when: the parent is killed (as a broker by kill -9)
+    parent.kill()
+    parent.wait()
+    # then: the upload process stops within a second or so instead of finishing its upload
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{child}").exists() and b") Z" not in Path(f"/proc/{child}/stat").read_bytes()[:64]:
+        assert time.monotonic() < deadline, "the upload process outlived its parent"
+        time.sleep(0.05)
+    assert not (tmp_path / "objects" / "seg").exists()
