@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import heapq
 import json
 import logging
 import os
@@ -60,9 +61,40 @@ class QueuePosition:
     # FIFO groups only: message group of in-flight and held offsets; held = passed, not delivered.
     groups: dict[int, str] = dataclasses.field(default_factory=dict)
     held: set[int] = dataclasses.field(default_factory=set)
+    # Every in-flight offset (and some already acked, dropped when they reach the top): committed()
+    # was a min() over in_flight, twice per delivery and per ack, so O(in flight) per message.
+    # in_flight changes only through put/drop/clear_in_flight, which keep this a superset.
+    low: list[int] = dataclasses.field(default_factory=list, repr=False, compare=False)
+
+    def put(self, entry: InFlight) -> None:
+        in_flight = self.in_flight
+        if entry.offset not in in_flight:
+            heapq.heappush(self.low, entry.offset)
+        in_flight[entry.offset] = entry
+
+    def drop(self, offset: int) -> None:
+        self.in_flight.pop(offset, None)
+        low = self.low
+        if len(low) > 2 * len(self.in_flight) + 1024:  # acks behind a long-unacked message
+            self.low = list(self.in_flight)
+            heapq.heapify(self.low)
+
+    def clear_in_flight(self) -> None:
+        self.in_flight.clear()
+        self.low.clear()
 
     def committed(self) -> int:
-        first = min(self.in_flight, default=self.next_offset)
+        in_flight = self.in_flight
+        if in_flight:
+            low = self.low
+            while low and low[0] not in in_flight:
+                heapq.heappop(low)
+            if len(low) < len(in_flight):  # not a superset (changed around put/drop): rebuild
+                self.low = low = list(in_flight)
+                heapq.heapify(low)
+            first = low[0]
+        else:
+            first = self.next_offset
         return min(first, min(self.held)) if self.held else first
 
     def busy_groups(self) -> set[str]:
@@ -149,7 +181,7 @@ class PopState:
             pos = self._positions[key] = QueuePosition(r.get("next", 0))
         op = r["op"]
         if op == "pop":
-            pos.in_flight[r["o"]] = InFlight(r["o"], r["n"], r["a"], r["u"], bool(r.get("w")))
+            pos.put(InFlight(r["o"], r["n"], r["a"], r["u"], bool(r.get("w"))))
             pos.next_offset = max(pos.next_offset, r["next"])
             if "mg" in r:
                 pos.groups[r["o"]] = r["mg"]
@@ -161,12 +193,12 @@ class PopState:
         elif op == "adv":
             pos.next_offset = max(pos.next_offset, r["next"])
         elif op == "ack":
-            pos.in_flight.pop(r["o"], None)
+            pos.drop(r["o"])
             if pos.groups:
                 pos.groups.pop(r["o"], None)
                 pos.held.discard(r["o"])
         elif op == "reset":
-            pos.in_flight.clear()
+            pos.clear_in_flight()
             pos.groups.clear()
             pos.held.clear()
             pos.next_offset = r["next"]
@@ -241,7 +273,7 @@ class PopState:
                 continue
             pos = QueuePosition(item["next"])
             for e in item["inflight"]:
-                pos.in_flight[e[0]] = InFlight(e[0], e[1], e[2], e[3], len(e) > 4 and bool(e[4]))
+                pos.put(InFlight(e[0], e[1], e[2], e[3], len(e) > 4 and bool(e[4])))
             for offset, message_group in item.get("groups", ()):
                 pos.groups[offset] = message_group
             pos.held.update(item.get("held", ()))
@@ -344,7 +376,8 @@ class PopState:
         nonce = nonce or new_nonce()
         following = max(next_offset, pos.next_offset)
         # The hot path: the same record as _write({"op": "pop", ...}) would journal and apply.
-        entry = pos.in_flight[offset] = InFlight(offset, nonce, attempt, until_ms, waiting)
+        entry = InFlight(offset, nonce, attempt, until_ms, waiting)
+        pos.put(entry)
         pos.next_offset = following
         mg = ""
         if message_group is not None:
@@ -394,7 +427,7 @@ class PopState:
         """Forget ``offset``; True when the queue holds FIFO messages that may now be deliverable."""
         pos = self.position(group, topic, queue_id)
         before = pos.committed()
-        pos.in_flight.pop(offset, None)  # as _write({"op": "ack", ...}) would apply
+        pos.drop(offset)  # as _write({"op": "ack", ...}) would apply
         if pos.groups:
             pos.groups.pop(offset, None)
             pos.held.discard(offset)
