@@ -207,6 +207,8 @@ async def timers(
         "anon_growth_pending_mib": round((anon_pending - anon0) / 1024, 1),
         "anon_growth_end_mib": round((proc_kib(pid, "RssAnon") - anon0) / 1024, 1),
         "anon_peak_growth_mib": round((anon_peak - anon0) / 1024, 1),
+        "anon_start_mib": round(anon0 / 1024, 1),  # growth can be negative: start-up garbage freed
+        "anon_peak_mib": round(anon_peak / 1024, 1),
     }
     if receivers:
         result["received"] = len(lateness)
