@@ -55,12 +55,12 @@ def proc_kib(pid: int, field: str) -> int:
 
 
 @contextlib.contextmanager
-def timer_broker(data_dir: Path) -> Iterator[tuple[str, int]]:
-    """A broker process (async flush, dev mode) on ``data_dir``: (target, pid); stopped on exit
+def timer_broker(data_dir: Path, flush: str = "async") -> Iterator[tuple[str, int]]:
+    """A broker process (``flush`` async or sync, dev mode) on ``data_dir``: (target, pid); stopped on exit
     (SIGTERM, a clean shutdown), leaving its store to be read."""
     port = free_port()
     argv = [sys.executable, "-m", "cli.main", "broker", "start", "--data-dir", str(data_dir)]
-    argv += ["--listen", f"127.0.0.1:{port}", "--metrics-listen", "0", "--flush", "async", "--dev"]
+    argv += ["--listen", f"127.0.0.1:{port}", "--metrics-listen", "0", "--flush", flush, "--dev"]
     with process(argv, port) as proc:
         yield f"127.0.0.1:{port}", proc.pid
 
@@ -225,11 +225,12 @@ def main() -> None:
     parser.add_argument("--per-request", type=int, default=256, help="messages per SendMessage")
     parser.add_argument("--in-flight", type=int, default=8, help="SendMessage requests at a time")
     parser.add_argument("--receivers", type=int, default=0, help="also consume with N ReceiveMessage loops")
+    parser.add_argument("--flush", choices=("async", "sync"), default="async", help="the broker's flush")
     parser.add_argument("--json", type=Path, help="also write the result to this file")
     args = parser.parse_args()
     count = args.count or (100_000 if args.quick else 1_000_000)
     with tempfile.TemporaryDirectory(prefix="mqbench-timers-") as tmp:
-        with timer_broker(Path(tmp)) as (target, pid):
+        with timer_broker(Path(tmp), args.flush) as (target, pid):
             with grpc.insecure_channel(target) as channel:
                 admin = admin_pb2_grpc.BrokerAdminStub(channel)
                 admin.CreateTopic(
@@ -247,6 +248,7 @@ def main() -> None:
     result["early"] = sum(x < 0 for x in lateness)
     result |= percentiles(lateness, "lateness")
     result["mode"] = "quick" if args.quick else ("custom" if args.count else "full")
+    result["flush"] = args.flush
     out = json.dumps({"timers": result}, indent=2)
     print(out)
     if args.json:

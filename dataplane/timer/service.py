@@ -78,6 +78,7 @@ P_TIMER_OUT_MS = "TIMER_OUT_MS"
 P_TIMER_DEL_OFFSET = "TIMER_DEL_OFFSET"
 P_DELIVER_MS = "__STARTDELIVERTIME"
 _DISPATCH_BATCH = 1024
+_DISPATCH_DELAY_S = 0.05
 _MAX_HINT_BATCHES = 4096  # send batches waiting for the dispatcher (at most ~1M records)
 _PUT_BATCH = 512
 _PROGRESS_TAIL = 64  # progress records read back to find the last second and its delivered entries
@@ -313,7 +314,11 @@ class TimerMessageStore:
 
     def _dispatch_loop(self) -> None:
         while self._running:
-            self._dispatch_wake.wait(0.1)
+            if self._dispatch_wake.wait(0.1):
+                # let the send path hand over what it has just stored (accepted) first: under
+                # SYNC_FLUSH it does so only after the group commit. Nothing waits for this thread:
+                # the scanner and recalls dispatch what is pending themselves before reading.
+                time.sleep(_DISPATCH_DELAY_S)
             self._dispatch_wake.clear()
             try:
                 with self._lock:

@@ -229,3 +229,27 @@ def test_a_slow_checkpoint_does_not_delay_delivery(store: MessageStore, tmp_path
                 assert 0 <= msg.store_timestamp - deliver < 500  # type: ignore[attr-defined]
     finally:
         timers.shutdown()
+
+
+class _WakingCountingStore(_CountingStore):
+    def add_dispatch_listener(self, listener: object) -> None:
+        self._store.add_dispatch_listener(listener)  # type: ignore[arg-type]
+
+
+def test_a_woken_dispatcher_lets_the_send_path_hand_over_first(store: MessageStore, tmp_path: Path) -> None:
+    """Under SYNC_FLUSH the send path calls accepted() only after the group commit, while the store
+    wakes the dispatcher at once: the dispatcher waits a moment so it need not read them back."""
+    counting = _WakingCountingStore(store)
+    timers = TimerMessageStore(counting, tmp_path / "timer", max_delay_ms=60_000, checkpoint_interval_ms=200)
+    timers.start()
+    try:
+        _wait_for(lambda: timers._last_checkpoint > 0)
+        deliver = int(time.time() * 1000) + 1000
+        for batch in range(3):
+            msgs, entries = _stored(store, 20, deliver, first=batch * 20)  # wakes the dispatcher
+            time.sleep(0.005)  # the group commit
+            timers.accepted(msgs, entries)
+        _wait_for(lambda: len(_delivered(store)) == 60)
+        assert counting.timer_reads == 0 and timers.accepted_direct == 60
+    finally:
+        timers.shutdown()
