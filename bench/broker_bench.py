@@ -155,19 +155,27 @@ async def produce(target: str, count: int, per_request: int, in_flight: int) -> 
         for i in range(0, count, per_request)
     ]
     async with stub(target) as s:
-        queue: asyncio.Queue[svc.SendMessageRequest] = asyncio.Queue()
-        for r in requests:
-            queue.put_nowait(r)
+        seconds = await send_all(s, requests, in_flight, deadline_s=30)
+    return len(requests) * per_request / seconds
 
-        async def worker() -> None:
-            while not queue.empty():
-                response = await s.SendMessage(queue.get_nowait(), timeout=30)
-                if response.status.code != pb.Code.OK:
-                    raise RuntimeError(f"send failed: {response.status}")
 
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(in_flight)))
-        return len(requests) * per_request / (time.perf_counter() - started)
+async def send_all(
+    s: Any, requests: list[svc.SendMessageRequest], in_flight: int, deadline_s: float
+) -> float:
+    """Send every request, ``in_flight`` at a time; the seconds it took. Raises on a refused send."""
+    queue: asyncio.Queue[svc.SendMessageRequest] = asyncio.Queue()
+    for r in requests:
+        queue.put_nowait(r)
+
+    async def worker() -> None:
+        while not queue.empty():
+            response = await s.SendMessage(queue.get_nowait(), timeout=deadline_s)
+            if response.status.code != pb.Code.OK:
+                raise RuntimeError(f"send failed: {response.status}")
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(in_flight)))
+    return time.perf_counter() - started
 
 
 def receive_request(group: str, topic: str, batch: int, invisible_s: int) -> svc.ReceiveMessageRequest:

@@ -39,7 +39,7 @@ from typing import Any
 
 import grpc
 
-from bench.broker_bench import BODY, ack, free_port, process, receive, receive_request, stub
+from bench.broker_bench import BODY, ack, free_port, process, receive, receive_request, send_all, stub
 from mqcloud.admin.v1 import admin_pb2, admin_pb2_grpc
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
@@ -104,19 +104,7 @@ async def produce(target: str, topic: str, count: int, groups: int, per_request:
         for j in range(0, count, per_request)
     ]
     async with stub(target) as s:
-        queue: asyncio.Queue[svc.SendMessageRequest] = asyncio.Queue()
-        for r in requests:
-            queue.put_nowait(r)
-
-        async def worker() -> None:
-            while not queue.empty():
-                response = await s.SendMessage(queue.get_nowait(), timeout=60)
-                if response.status.code != pb.Code.OK:
-                    raise RuntimeError(f"send to {topic} failed: {response.status}")
-
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(8)))
-        return count / (time.perf_counter() - started)
+        return count / await send_all(s, requests, 8, deadline_s=60)
 
 
 async def consume(target: str, topic: str, group: str, count: int, workers: int) -> dict[str, Any]:

@@ -125,67 +125,43 @@ class CommitLog:
             raise
 
     def _append(self, msgs: Sequence[MessageToStore], store_timestamp: int) -> AppendBatch:
+        """Encode and write ``msgs``, rolling to the next segment(s) as often as they fill; a failure
+        part-way puts every queue's next offset back where the batch found it."""
         queue = self.queue
         offsets = self.queue_offsets
-        mf = queue.last_writable()
-        enc = encode_batch(
-            msgs,
-            0,
-            mf.file_from_offset + mf.wrote_position,
-            self.file_size - mf.wrote_position,
-            store_timestamp,
-            self._store_host_raw,
-            offsets,
-            self.max_message_size,
-            self.msg_id_prefix,
-        )
-        self._write(mf, enc)
-        entries, runs, index = enc.entries, enc.queue_runs, enc.index_requests
-        consumed = enc.consumed
-        if consumed < len(msgs):
-            try:
-                self._append_rest(msgs, consumed, store_timestamp, entries, runs, index)
-            except BaseException:
-                for key, (first, _) in runs.items():
-                    offsets[key] = first
-                raise
+        entries: list[AppendEntry] = []
+        runs: QueueRuns = {}
+        index: list[tuple[str, str | None, str | None, int]] = []
+        consumed = 0
+        try:
+            while consumed < len(msgs):
+                mf = queue.last_writable()
+                enc = encode_batch(
+                    msgs,
+                    consumed,
+                    mf.file_from_offset + mf.wrote_position,
+                    self.file_size - mf.wrote_position,
+                    store_timestamp,
+                    self._store_host_raw,
+                    offsets,
+                    self.max_message_size,
+                    self.msg_id_prefix,
+                )
+                self._write(mf, enc)
+                entries.extend(enc.entries)
+                index.extend(enc.index_requests)
+                for key, (first, queue_entries) in enc.queue_runs.items():
+                    run = runs.get(key)
+                    if run is None:
+                        runs[key] = (first, queue_entries)
+                    else:
+                        run[1].extend(queue_entries)
+                consumed += enc.consumed
+        except BaseException:
+            for key, (first, _) in runs.items():
+                offsets[key] = first
+            raise
         return AppendBatch(entries, runs, index, store_timestamp, self.max_offset)
-
-    def _append_rest(
-        self,
-        msgs: Sequence[MessageToStore],
-        consumed: int,
-        store_timestamp: int,
-        entries: list[AppendEntry],
-        runs: QueueRuns,
-        index: list[tuple[str, str | None, str | None, int]],
-    ) -> None:
-        """The rest of a batch that rolled over to the next segment(s), merged into the first part."""
-        queue = self.queue
-        offsets = self.queue_offsets
-        while consumed < len(msgs):
-            mf = queue.last_writable()
-            enc = encode_batch(
-                msgs,
-                consumed,
-                mf.file_from_offset + mf.wrote_position,
-                self.file_size - mf.wrote_position,
-                store_timestamp,
-                self._store_host_raw,
-                offsets,
-                self.max_message_size,
-                self.msg_id_prefix,
-            )
-            self._write(mf, enc)
-            entries.extend(enc.entries)
-            index.extend(enc.index_requests)
-            for key, (first, queue_entries) in enc.queue_runs.items():
-                run = runs.get(key)
-                if run is None:
-                    runs[key] = (first, queue_entries)
-                else:
-                    run[1].extend(queue_entries)
-            consumed += enc.consumed
 
     def _write(self, mf: MappedFile, enc: BatchEncoding) -> None:
         """Write one segment's part of a batch and advance the next queue offsets."""
