@@ -50,10 +50,14 @@ from cluster_local import (
 
 __all__ = ("Fault", "SoakResult", "main", "run_soak")
 
-# A broker's resident memory may at most double (plus this slack) between its first sample after a
-# warm-up and the end of the run: caches fill early, a leak keeps growing.
+# A broker's heap (anonymous resident memory; mapped CommitLog pages are the page cache's, not the
+# process's) may at most double (plus this slack) between its first sample after a warm-up and the
+# end of that incarnation: caches fill early, a leak keeps growing.
 MEMORY_SLACK_BYTES = 128 << 20
 WARMUP_S = 30.0
+# An incarnation judged must have lived this long after its warm-up: a node restarted in the last
+# minute is still catching up, and two samples that close say nothing about a leak.
+MEMORY_JUDGE_MIN_S = 120.0
 PAYLOAD_BYTES = 256
 # A node-by-node upgrade keeps the group available: a producer may wait for one failover of the
 # master (the controller's master timeout plus a route refresh), never longer.
@@ -247,10 +251,10 @@ class Processes:
 
 
 def rss_bytes(pid: int) -> int | None:
-    """Resident memory of a process, or None when it is gone."""
+    """Anonymous resident memory (heap, stacks) of a process, or None when it is gone."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith("RssAnon:"):
                 return int(line.split()[1]) * 1024
     except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
         return None
@@ -473,7 +477,7 @@ class SoakResult:
             rows.append(f"| {f.at_s} | {f.action} | {f.target} | {f.down_s} | {rec} |")
         rows += [
             "",
-            "| broker | RSS after warm-up (MiB) | RSS at end (MiB) | max (MiB) |",
+            "| broker | heap after warm-up (MiB) | heap at end (MiB) | max (MiB) |",
             "|---|---:|---:|---:|",
         ]
         for node, (first, last, peak) in sorted(self.memory.items()):
@@ -589,7 +593,7 @@ def run_soak(
         time.sleep(3)
         for load in loads:
             load.stop_consuming()
-        summary, growing = _memory_summary(memory, t0)
+        summary, growing = _memory_summary(memory)
         gap = UPGRADE_MAX_ACK_GAP_S if rolling_restart else None
         return SoakResult(time.monotonic() - t0, loads, injector.faults, summary, growing, gap)
     finally:
@@ -597,20 +601,31 @@ def run_soak(
 
 
 def _memory_summary(
-    samples: dict[str, list[tuple[float, int, int]]], t0: float
+    samples: dict[str, list[tuple[float, int, int]]],
 ) -> tuple[dict[str, tuple[int, int, int]], list[str]]:
-    """Per node: RSS after warm-up and at the end of its last incarnation, and the peak; the nodes
-    whose last incarnation more than doubled (plus slack) after its warm-up."""
+    """Per node (samples are (time, pid, bytes)): heap after warm-up and at the end of its longest
+    incarnation, and the peak over the run; and the nodes with an incarnation, old enough to judge,
+    whose heap more than doubled (plus slack) after its warm-up."""
     summary: dict[str, tuple[int, int, int]] = {}
     growing = []
     for node, points in samples.items():
-        last_pid = points[-1][1]
-        life = [p for p in points if p[1] == last_pid]
-        warm = [p for p in life if p[0] - life[0][0] >= WARMUP_S] or life
-        first, last, peak = warm[0][2], life[-1][2], max(p[2] for p in points)
+        lives: dict[int, list[tuple[float, int, int]]] = {}
+        for point in points:
+            lives.setdefault(point[1], []).append(point)
+        longest: tuple[float, int, int] | None = None  # (judged span, after warm-up, end)
+        for life in lives.values():
+            warm = [p for p in life if p[0] - life[0][0] >= WARMUP_S]
+            if not warm:
+                continue
+            span, first, last = life[-1][0] - warm[0][0], warm[0][2], life[-1][2]
+            if longest is None or span > longest[0]:
+                longest = (span, first, last)
+            if span >= MEMORY_JUDGE_MIN_S and last > 2 * first + MEMORY_SLACK_BYTES:
+                growing.append(node)
+                break
+        peak = max(p[2] for p in points)
+        first, last = (longest[1], longest[2]) if longest else (points[0][2], points[-1][2])
         summary[node] = (first, last, peak)
-        if last > 2 * first + MEMORY_SLACK_BYTES:
-            growing.append(node)
     return summary, growing
 
 
