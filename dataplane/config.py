@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -11,6 +12,14 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ("BrokerSettings", "load_settings")
+
+
+def _ram_bytes() -> int:
+    """Physical memory of this machine (8 GiB where the platform does not tell)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
 
 
 class BrokerSettings(BaseSettings):
@@ -81,6 +90,11 @@ class BrokerSettings(BaseSettings):
     # A replica leaves the in-sync set after this long not within ha_max_gap_bytes of the master.
     ha_in_sync_timeout_ms: int = Field(default=3_000, ge=10)
     ha_max_gap_bytes: int = Field(default=1 << 20, ge=0)
+    # RocketMQ's suggested read (docs/ha.md): a pull whose first message lies further than this behind
+    # the CommitLog's end is answered with records read from an in-sync replica, keeping cold reads
+    # off the master's disk and page cache. Default 40 % of RAM (accessMessageInMemoryMaxRatio), what
+    # the page cache may hold; 0 turns it off.
+    replica_read_behind_bytes: int = Field(default_factory=lambda: _ram_bytes() * 2 // 5, ge=0)
     # Tiered storage (docs/tiered-storage.md): sealed CommitLog segments are offloaded to an object
     # store and read back from it. URL: file:///dir (empty: {data_dir}/tiered-objects), s3://bucket/
     # prefix, gs://bucket/prefix, az://container/prefix; objects go under {url}/{broker_name}/.

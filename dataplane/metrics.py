@@ -15,6 +15,8 @@ __all__ = (
     "BYTES_OUT",
     "MESSAGES_IN",
     "MESSAGES_OUT",
+    "REPLICA_READ_FALLBACKS",
+    "REPLICA_READ_MESSAGES",
     "RPC_LATENCY",
     "TRAFFIC_IN",
     "TRAFFIC_OUT",
@@ -28,6 +30,10 @@ BYTES_IN = Counter("mq_broker_bytes_in", "Body bytes stored", ["topic"])
 MESSAGES_OUT = Counter("mq_broker_messages_out", "Messages delivered", ["topic"])
 BYTES_OUT = Counter("mq_broker_bytes_out", "Body bytes delivered", ["topic"])
 RPC_LATENCY = Histogram("mq_broker_rpc_seconds", "RPC handling time", ["method"])
+# Pulls far behind answered with records read from a replica (docs/ha.md), and the tries that fell
+# back to this node's own disk.
+REPLICA_READ_MESSAGES = Counter("mq_broker_replica_read_messages", "Messages read from a replica")
+REPLICA_READ_FALLBACKS = Counter("mq_broker_replica_read_fallbacks", "Replica reads that fell back")
 
 
 class TopicTraffic:

@@ -33,7 +33,7 @@ from dataplane.ha.framing import (
 )
 from dataplane.store.errors import StoreError
 
-__all__ = ("HAClient",)
+__all__ = ("HAClient", "prove_secret")
 
 logger = logging.getLogger(__name__)
 
@@ -157,17 +157,24 @@ class HAClient:
                 raise FrameError(f"unexpected {kind.name} from the master")
 
     async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        kind, server = await asyncio.wait_for(read_frame(reader, MAX_AUTH_FRAME), 10)
-        if kind is not FrameType.CHALLENGE or len(server) != auth.NONCE_BYTES:
-            raise FrameError(f"expected a CHALLENGE, found {kind.name} of {len(server)} bytes")
-        client = auth.new_nonce()
-        proof = auth.replica_proof(self.key, self.group, server, client)
-        write_frame(writer, FrameType.AUTH, client + proof)
-        await writer.drain()
-        kind, payload = await asyncio.wait_for(read_frame(reader, MAX_AUTH_FRAME), 10)
-        if kind is FrameType.REFUSE:
-            raise FrameError(f"master refused: {payload.decode(errors='replace')}")
-        expected = auth.master_proof(self.key, self.group, server, client)
-        if kind is not FrameType.AUTH_OK or not auth.verify(expected, payload):
-            logger.warning("replication master %s failed authentication", self.master_address)
-            raise FrameError("the master did not prove the replication secret")
+        await prove_secret(reader, writer, self.key, self.group, self.master_address)
+
+
+async def prove_secret(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key: bytes, group: str, peer: str
+) -> None:
+    """The connecting side of auth.py's challenge-response; FrameError unless the listening node
+    proved the group secret too."""
+    kind, server = await asyncio.wait_for(read_frame(reader, MAX_AUTH_FRAME), 10)
+    if kind is not FrameType.CHALLENGE or len(server) != auth.NONCE_BYTES:
+        raise FrameError(f"expected a CHALLENGE, found {kind.name} of {len(server)} bytes")
+    client = auth.new_nonce()
+    write_frame(writer, FrameType.AUTH, client + auth.replica_proof(key, group, server, client))
+    await writer.drain()
+    kind, payload = await asyncio.wait_for(read_frame(reader, MAX_AUTH_FRAME), 10)
+    if kind is FrameType.REFUSE:
+        raise FrameError(f"{peer} refused: {payload.decode(errors='replace')}")
+    expected = auth.master_proof(key, group, server, client)
+    if kind is not FrameType.AUTH_OK or not auth.verify(expected, payload):
+        logger.warning("replication peer %s failed authentication", peer)
+        raise FrameError(f"{peer} did not prove the replication secret")

@@ -20,6 +20,11 @@ Payloads by type (integers big-endian):
   records (possibly none: a keep-alive carrying the master's max offset).
 - REPORT (replica -> master): OFFSET q, the replica's CommitLog max offset after appending.
 - META (master -> replica), JSON ``{"metadata": {...}, "offsets": [[group, topic, {qid: off}], ...]}``.
+- READ (reader -> any node; the first frame after authentication instead of HELLO, then again for
+  every request on the same connection): N x (OFFSET q, SIZE i), the CommitLog records a master wants
+  from a replica for a consumer far behind (docs/ha.md, "Reads from replicas").
+- RECORDS (node -> reader): those records' bytes, in request order; empty when the node does not hold
+  every one of them whole (the reader then reads its own disk).
 
 A frame above ``MAX_FRAME`` (``MAX_AUTH_FRAME`` before authentication) is a protocol error (the
 connection closes); nothing is applied.
@@ -38,6 +43,8 @@ __all__ = (
     "FRAME_HEADER",
     "MAX_AUTH_FRAME",
     "MAX_FRAME",
+    "MAX_READ_ENTRIES",
+    "READ_ENTRY",
     "REPORT",
     "FrameError",
     "FrameType",
@@ -55,6 +62,11 @@ DATA_HEADER = struct.Struct(
     "q"  # MASTER MAX
 )
 REPORT = struct.Struct(">q")  # OFFSET
+READ_ENTRY = struct.Struct(
+    ">q"  # OFFSET
+    "i"  # SIZE
+)
+MAX_READ_ENTRIES = 1024
 MAX_FRAME = 64 << 20
 MAX_AUTH_FRAME = 256  # an unauthenticated peer cannot make the master buffer more than this
 
@@ -69,6 +81,8 @@ class FrameType(enum.IntEnum):
     CHALLENGE = 7
     AUTH = 8
     AUTH_OK = 9
+    READ = 10
+    RECORDS = 11
 
 
 class FrameError(Exception):

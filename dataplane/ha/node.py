@@ -28,6 +28,7 @@ import grpc
 
 from dataplane.ha.client import HAClient
 from dataplane.ha.epoch import EpochFileCache
+from dataplane.ha.reads import ReplicaReader
 from dataplane.ha.service import HAService
 from mqcloud.ha.v1 import controller_pb2 as c
 from mqcloud.ha.v1 import controller_pb2_grpc
@@ -99,6 +100,8 @@ class HANode:
         self._tasks: list[asyncio.Task[None]] = []
         self._running = False
         self._seen_epoch = 0
+        self.reads = ReplicaReader(config.key, config.group)
+        self._read_turn = 0
 
     #
     # Lifecycle
@@ -127,6 +130,7 @@ class HANode:
                 await task
         if self.client is not None:
             await self.client.stop()
+        await self.reads.close()
         await self.service.stop()
         if self._channel is not None:
             await self._channel.close(None)
@@ -157,6 +161,28 @@ class HANode:
         replicas = dict(self.service.replicas)
         confirmed = [replicas[n].confirmed if n in replicas else -1 for n in others]
         return max(0, min(flushed, *confirmed))
+
+    def replica_for_read(self, end_offset: int) -> str | None:
+        """The replication address of a replica to read CommitLog bytes below ``end_offset`` from:
+        one in the SyncStateSet whose confirmed offset reaches it (taken in turn), or None."""
+        if self.role != c.MASTER:
+            return None
+        sss = set(self.sync_state_set)
+        replicas = self.service.replicas
+        candidates = [
+            r.ha_address
+            for r in self.replica_addresses
+            if r.ha_address
+            and r.node in sss
+            and r.node in replicas
+            and replicas[r.node].connected
+            and replicas[r.node].confirmed >= end_offset
+            and self.reads.available(r.ha_address)
+        ]
+        if not candidates:
+            return None
+        self._read_turn += 1
+        return candidates[self._read_turn % len(candidates)]
 
     def in_sync_replicas(self) -> int:
         return len(self.service.counted_replicas())

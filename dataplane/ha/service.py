@@ -7,6 +7,10 @@ replica reports and the replica reports its offset after every append (framing.p
 reports the master keeps, per replica, the confirmed offset, whether it is caught up, and the
 lag samples; ``wait_replicated`` is what SendMessage awaits before SEND_OK.
 
+Every node, whatever its role, also answers READ requests on the same port: a master serving a
+consumer far behind asks a replica for the CommitLog records it needs (``reads.py``), so cold reads
+hit the replica's disk and page cache instead of the master's.
+
 In-sync rule: a replica is caught up when its confirmed offset is within ``max_gap_bytes`` of the
 master's max offset; it stays in the local in-sync set until it has not been caught up for
 ``in_sync_timeout_s`` or disconnects. Only replicas also in the controller's SyncStateSet count
@@ -30,6 +34,9 @@ from dataplane.ha.epoch import EpochEntry, EpochFileCache, consistent_point
 from dataplane.ha.framing import (
     DATA_HEADER,
     MAX_AUTH_FRAME,
+    MAX_FRAME,
+    MAX_READ_ENTRIES,
+    READ_ENTRY,
     REPORT,
     FrameError,
     FrameType,
@@ -104,6 +111,8 @@ class HAService:
         self._waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
+        self._read_writers: set[asyncio.StreamWriter] = set()  # READ connections outlive a role
+        self.reads_served = 0  # records sent to READ requests
         self.port = 0
 
     async def start(self, listen: str) -> None:
@@ -118,6 +127,8 @@ class HAService:
         self.stop_serving()
         if self._server is not None:
             self._server.close()
+            for writer in list(self._read_writers):
+                writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
 
@@ -215,6 +226,11 @@ class HAService:
             if not await self._authenticate(reader, writer, peer):
                 return
             kind, payload = await asyncio.wait_for(read_frame(reader), 10)
+            if kind is FrameType.READ:
+                self._writers.discard(writer)
+                self._read_writers.add(writer)
+                await self._serve_reads(reader, writer, payload)
+                return
             if kind is not FrameType.HELLO:
                 raise FrameError(f"expected HELLO, found {kind.name}")
             hello = json.loads(payload)
@@ -261,6 +277,7 @@ class HAService:
             if streamer is not None:
                 streamer.cancel()
             self._writers.discard(writer)
+            self._read_writers.discard(writer)
             writer.close()
 
     async def _authenticate(
@@ -294,6 +311,38 @@ class HAService:
         with contextlib.suppress(ConnectionError):
             await writer.drain()
         return False
+
+    async def _serve_reads(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, payload: bytes
+    ) -> None:
+        """Answer READ frames until the reader hangs up (or idles past a minute)."""
+        while True:
+            wanted = _read_request(payload)
+            records = await asyncio.to_thread(self._records, wanted)
+            self.reads_served += len(wanted) if records else 0
+            write_frame(writer, FrameType.RECORDS, records)
+            await writer.drain()
+            kind, payload = await asyncio.wait_for(read_frame(reader), 60)
+            if kind is not FrameType.READ:
+                raise FrameError(f"expected READ, found {kind.name}")
+
+    def _records(self, wanted: list[tuple[int, int]]) -> bytes:
+        """The whole records at ``wanted`` (offset, size), concatenated; b"" unless all are held.
+
+        Runs in a worker thread: cold reads must not stall this node's loop. Only whole records are
+        sent (read_raw stops at a torn or foreign boundary), and the reader checks every one (magic,
+        CRC, offset)."""
+        commit_log = self.store.commit_log
+        parts = []
+        try:
+            for offset, size in wanted:
+                raw = commit_log.read_raw(offset, size)
+                if len(raw) != size:
+                    return b""
+                parts.append(raw)
+        except (StoreError, ValueError):  # deleted by retention, or unmapped while read
+            return b""
+        return b"".join(parts)
 
     def _on_report(self, replica: ReplicaState, offset: int) -> None:
         now = time.monotonic()
@@ -348,6 +397,17 @@ class HAService:
             writer.close()
         finally:
             self._data_events.discard(grown)
+
+
+def _read_request(payload: bytes) -> list[tuple[int, int]]:
+    """The (offset, size) pairs of a READ frame; FrameError when it is not one."""
+    count, rest = divmod(len(payload), READ_ENTRY.size)
+    if rest or not 0 < count <= MAX_READ_ENTRIES:
+        raise FrameError(f"READ of {len(payload)} bytes: expected 1..{MAX_READ_ENTRIES} entries")
+    wanted = [(int(o), int(n)) for o, n in READ_ENTRY.iter_unpack(payload)]
+    if any(o < 0 or n <= 0 for o, n in wanted) or sum(n for _, n in wanted) > MAX_FRAME:
+        raise FrameError("READ asks for a negative offset, an empty record or more than a frame")
+    return wanted
 
 
 def _resolve(fut: asyncio.Future[bool], value: bool) -> None:

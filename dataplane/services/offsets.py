@@ -12,6 +12,7 @@ from dataplane.broker import Broker
 from dataplane.errors import BadRequest, BrokerError, IllegalOffset, ok_status, status_of
 from dataplane.filters import compile_filter
 from dataplane.names import resolve
+from dataplane.replica_reads import far_behind_reader
 from dataplane.services.consume import to_v2_message
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
@@ -98,6 +99,8 @@ async def pull_message(
         if remaining is not None:
             poll_ms = min(poll_ms, max(int(remaining * 1000) - broker.settings.long_polling_margin_ms, 0))
         deadline = time.monotonic() + poll_ms / 1000
+        # A pull far behind reads its records from an in-sync replica (docs/ha.md).
+        read = await far_behind_reader(broker, topic, qid, request.offset, batch, flt.tags)
         while True:
             waiter = broker.waiter(topic)
             try:
@@ -107,6 +110,7 @@ async def pull_message(
                     request.offset,
                     max_count=batch,
                     tag_filter=set(flt.tags) if flt.tags is not None else None,
+                    read=read,
                 )
                 if flt.sql is not None:  # the store filtered nothing; SQL is asked per message
                     matched = [m for m in result.messages if flt.accepts(m.properties)]

@@ -7,13 +7,14 @@ segment deleted meanwhile turns into "offset moved" (GetMessageStatus.OFFSET_TOO
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from dataplane.store.commit_log import CommitLog
 from dataplane.store.consume_queue import CQ_ENTRY, ConsumeQueueTable
-from dataplane.store.errors import OffsetMovedError, StoreError
+from dataplane.store.errors import CorruptRecordError, OffsetMovedError, StoreError
 from dataplane.store.index_service import IndexService, uniq_index_key
 from dataplane.store.message import GetResult, StoredMessage
-from dataplane.store.record import decode_message_id, tag_hash
+from dataplane.store.record import decode_message_id, decode_record, tag_hash
 from dataplane.store.status import GetMessageStatus
 
 __all__ = ("MAX_FILTER_SCAN", "StoreReader")
@@ -78,10 +79,12 @@ class StoreReader:
         max_count: int = 32,
         max_bytes: int = 4 << 20,
         tag_filter: set[str] | None = None,
+        read: Callable[[int], StoredMessage] | None = None,
     ) -> GetResult:
         """Up to ``max_count`` messages (and ``max_bytes``, at least one) from queue offset ``offset``.
 
         With ``tag_filter`` the tag hash is compared before the CommitLog is read, the exact tag after.
+        ``read`` replaces the CommitLog read by physical offset (records fetched from a replica).
         """
         cq = self.consume_queues.find(topic, queue_id)
         if cq is None:
@@ -108,7 +111,7 @@ class StoreReader:
         next_offset = offset
         scanned = 0
         moved = False
-        read = self.commit_log.read_message
+        read = read or self.commit_log.read_message
         scan_limit = max_count if hashes is None else MAX_FILTER_SCAN
         done = False
         while not done and next_offset < max_offset and scanned < scan_limit:
@@ -165,6 +168,25 @@ class StoreReader:
         else:
             status = GetMessageStatus.OFFSET_FOUND_NULL
         return GetResult(status, messages, next_offset, min_offset, max_offset)
+
+    def decode_raw(self, raw: bytes, physical_offset: int) -> StoredMessage:
+        """A whole record read elsewhere (a replica's copy of this CommitLog), CRC checked, as if
+        read here at ``physical_offset``; CorruptRecordError when it is not that record."""
+        msg = decode_record(raw, 0, len(raw), self.commit_log.msg_id_prefix, True)
+        if msg.physical_offset != physical_offset or msg.size != len(raw):
+            raise CorruptRecordError(
+                f"record for {physical_offset}: found PHYSICALOFFSET {msg.physical_offset}, "
+                f"{msg.size} of {len(raw)} bytes"
+            )
+        return msg
+
+    def queue_entries(self, topic: str, queue_id: int, offset: int, count: int) -> list[tuple[int, int, int]]:
+        """Up to ``count`` ConsumeQueue entries (physical offset, size, tag hash) from ``offset``."""
+        cq = self.consume_queues.find(topic, queue_id)
+        if cq is None or not cq.min_offset <= offset < cq.max_offset:
+            return []
+        raw = cq.entries(offset, min(count, cq.max_offset - offset))
+        return [(int(p), int(n), int(h)) for p, n, h in CQ_ENTRY.iter_unpack(raw) if n > 0]
 
     def _verified(
         self,

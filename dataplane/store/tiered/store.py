@@ -204,16 +204,17 @@ class TieredMessageStore(MessageStore):
         max_count: int = 32,
         max_bytes: int = 4 << 20,
         tag_filter: set[str] | None = None,
+        read: Callable[[int], StoredMessage] | None = None,
     ) -> GetResult:
         tier = self._tier_range(topic, queue_id)
         if tier is None:
-            return super().get_messages(topic, queue_id, offset, max_count, max_bytes, tag_filter)
+            return super().get_messages(topic, queue_id, offset, max_count, max_bytes, tag_filter, read)
         cq = self.consume_queues.find(topic, queue_id)
         local_min = cq.min_offset if cq is not None else tier[1]
         max_offset = cq.max_offset if cq is not None else tier[1]
         min_offset = min(tier[0], local_min)
         if offset >= local_min:
-            result = super().get_messages(topic, queue_id, offset, max_count, max_bytes, tag_filter)
+            result = super().get_messages(topic, queue_id, offset, max_count, max_bytes, tag_filter, read)
             if result.status is not GetMessageStatus.OFFSET_TOO_SMALL or offset >= tier[1]:
                 return result._replace(min_offset=min(min_offset, result.min_offset))
             local_min = result.min_offset  # the local segment went meanwhile: it is in the tier
