@@ -51,6 +51,7 @@ from dataplane.timer.timer_log import (
     MAGIC_ENTRY,
     RECORD,
     RECORD_SIZE,
+    SEGMENT_RECORDS,
     TimerLog,
 )
 from dataplane.timer.wheel import Slot, TimerWheel
@@ -149,8 +150,10 @@ class TimerMessageStore:
         slot_count: int | None = None,
         checkpoint_interval_ms: int = 1000,
         clock: Callable[[], float] = time.time,
+        log_segment_records: int = SEGMENT_RECORDS,
     ) -> None:
         self.store = store
+        self.log_segment_records = log_segment_records
         self.dir = timer_dir
         self.max_delay_ms = max_delay_ms
         self.slot_count = slot_count or 2 * (max_delay_ms // 1000 + 1) + 60
@@ -168,6 +171,8 @@ class TimerMessageStore:
         self._next_second = 0  # the scanner reads this second next
         self._delivered_second = 0  # every second below it is re-put
         self._last_checkpoint = 0.0
+        self.trim_interval_s = 60.0  # how often checkpoint() looks for timer-log segments to delete
+        self._last_trim = 0.0
         self.delivered = 0  # counters (tests, metrics)
         self.recalled = 0
         self.accepted_direct = 0  # linked from accepted() hints, not read back from the CommitLog
@@ -193,7 +198,7 @@ class TimerMessageStore:
 
     def start(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.log = TimerLog(self.dir / "timerlog")
+        self.log = TimerLog(self.dir / "timerlog", self.log_segment_records)
         self.wheel = TimerWheel(self.dir / "timerwheel", self.slot_count)
         self._recover()
         self._running = True
@@ -303,6 +308,24 @@ class TimerMessageStore:
             store_checkpoint()  # the re-put messages of the delivered seconds are durable
         cp.save(self.dir / "checkpoint")
         self._last_checkpoint = time.monotonic()
+        if self._last_checkpoint - self._last_trim >= self.trim_interval_s:
+            self._last_trim = self._last_checkpoint
+            self._trim(cp)
+
+    def _trim(self, cp: TimerCheckpoint) -> None:
+        """Delete the timer-log segments no pending timer needs. Bounded by what ``cp`` (now on disk)
+        says: records of seconds it counts as delivered and below its log end are never read again,
+        not even by recovery after a crash."""
+        log, wheel = self.log, self.wheel
+        assert log is not None and wheel is not None
+        before = cp.timer_log_end
+        oldest = wheel.oldest_pos(cp.delivered_second)  # a slot linked meanwhile lies past cp's end
+        if oldest >= 0:
+            before = min(before, oldest)
+        with self._lock:  # the send path appends (and may open a segment) under this lock
+            freed = log.trim(before)
+        if freed:
+            logger.info("timer log: %d bytes of delivered timers deleted (starts at %d)", freed, log.start)
 
     #
     # Dispatch: timer-topic ConsumeQueue -> timer log + wheel

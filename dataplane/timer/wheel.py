@@ -97,6 +97,15 @@ class TimerWheel:
                 out.append(got)
         return out
 
+    def oldest_pos(self, from_second: int) -> int:
+        """The smallest FIRST POS of the slots holding ``from_second`` or a later second (-1: none):
+        every timer-log record a pending second needs lies at or after it. O(slot count)."""
+        best = -1
+        for second, first, _last, _linked, _ in SLOT.iter_unpack(self._map[_HEADER.size :]):
+            if second >= from_second and first >= 0 and (best < 0 or first < best):
+                best = first
+        return best
+
     def flush(self) -> None:
         self._map.flush()
 

@@ -140,6 +140,45 @@ def test_clean_restart_keeps_pending_timers(store: MessageStore, tmp_path: Path)
         again.shutdown()
 
 
+def test_timer_log_segments_of_delivered_timers_are_deleted(store: MessageStore, tmp_path: Path) -> None:
+    """The timer log follows the pending timers: segments holding only delivered ones go (after the
+    checkpoint that covers them), one a pending timer needs stays, across a restart too."""
+
+    def timers_with_small_segments() -> TimerMessageStore:
+        t = TimerMessageStore(
+            store, tmp_path / "timer", max_delay_ms=60_000, checkpoint_interval_ms=100, log_segment_records=8
+        )
+        t.trim_interval_s = 0.0
+        t.start()
+        return t
+
+    timers = timers_with_small_segments()
+    segments = tmp_path / "timer" / "timerlog"
+    now = int(time.time() * 1000)
+    _send(store, 40, now + 1000)  # positions 0..39: five full segments
+    late = now + 3500
+    _send(store, 1, late, qid=1)  # position 40: the sixth segment
+    _wait_for(lambda: len(_delivered(store)) == 40)
+    # the five segments of delivered timers are deleted; the pending timer's stays
+    _wait_for(lambda: timers.log is not None and timers.log.start == 40 * 52)
+    assert sorted(f.name for f in segments.iterdir()) == [f"{40 * 52:020d}"]
+    assert _delivered(store, 1) == []
+    timers.shutdown()
+    again = timers_with_small_segments()
+    try:
+        assert again.log is not None and again.log.start == 40 * 52
+        _wait_for(lambda: len(_delivered(store, 1)) == 1)
+        assert _delivered(store, 1)[0].store_timestamp >= late  # type: ignore[attr-defined]
+        assert len(_delivered(store)) == 40  # nothing delivered twice
+        # more timers roll into new segments; once delivered, all but the one appended to go
+        _send(store, 20, int(time.time() * 1000) + 500, qid=2)
+        _wait_for(lambda: len(_delivered(store, 2)) == 20)
+        _wait_for(lambda: again.log is not None and again.log.segment_count == 1)
+        assert again.log.end == 61 * 52 and again.log.start == 56 * 52
+    finally:
+        again.shutdown()
+
+
 class _CountingStore:
     """The store, minus dispatch wake-ups, counting timer messages read back by the dispatcher."""
 

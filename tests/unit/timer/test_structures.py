@@ -40,6 +40,67 @@ def test_log_append_read_scan_truncate(tmp_path: Path) -> None:
     reopened.close()
 
 
+def test_log_segments_roll_read_across_and_trim(tmp_path: Path) -> None:
+    log = TimerLog(tmp_path / "timerlog", segment_records=4)
+    recs = [TimerRecord(MAGIC_ENTRY, -1, i, 1000 * i, i, i) for i in range(10)]
+    # one append crossing two segment boundaries
+    assert log.append(b"".join(r.encode() for r in recs[:7])) == 0
+    log.append(b"".join(r.encode() for r in recs[7:]))
+    names = sorted(p.name for p in (tmp_path / "timerlog").iterdir())
+    assert names == [f"{0:020d}", f"{4 * RECORD_SIZE:020d}", f"{8 * RECORD_SIZE:020d}"]
+    assert [log.read(i * RECORD_SIZE) for i in range(10)] == recs
+    block = log.read_block(3 * RECORD_SIZE, 6 * RECORD_SIZE)  # spans three files
+    assert [TimerRecord.decode(block, i * RECORD_SIZE) for i in range(6)] == recs[3:9]
+    assert [r for _, r in log.scan(2 * RECORD_SIZE)] == recs[2:]
+    # trimming deletes whole segments below the position only, never the one appended to
+    assert log.trim(6 * RECORD_SIZE) == 4 * RECORD_SIZE
+    assert log.start == 4 * RECORD_SIZE and log.segment_count == 2
+    assert log.read(2 * RECORD_SIZE) is None
+    gap = log.read_block(2 * RECORD_SIZE, 3 * RECORD_SIZE)  # trimmed bytes read as no record
+    assert gap[: 2 * RECORD_SIZE] == bytes(2 * RECORD_SIZE)
+    assert TimerRecord.decode(gap, 2 * RECORD_SIZE) == recs[4]
+    assert [r for _, r in log.scan(0)] == recs[4:]
+    assert log.trim(10**9) == 4 * RECORD_SIZE and log.segment_count == 1
+    log.close()
+    # positions survive a restart; a truncation drops whole later files
+    reopened = TimerLog(tmp_path / "timerlog", segment_records=4)
+    assert (reopened.start, reopened.end) == (8 * RECORD_SIZE, 10 * RECORD_SIZE)
+    reopened.append(b"".join(r.encode() for r in recs[:4]))
+    assert reopened.segment_count == 2
+    reopened.truncate(9 * RECORD_SIZE)
+    assert reopened.segment_count == 1 and reopened.end == 9 * RECORD_SIZE
+    assert reopened.read(8 * RECORD_SIZE) == recs[8]
+    reopened.close()
+
+
+def test_log_of_one_file_becomes_the_first_segment(tmp_path: Path) -> None:
+    """Earlier versions wrote the whole log to one file: it is adopted at start, positions kept."""
+    recs = [TimerRecord(MAGIC_ENTRY, -1, i, 1000 * i, i, i) for i in range(6)]
+    (tmp_path / "timerlog").write_bytes(b"".join(r.encode() for r in recs) + b"torn")
+    log = TimerLog(tmp_path / "timerlog", segment_records=4)
+    assert (log.start, log.end) == (0, 6 * RECORD_SIZE)
+    assert [r for _, r in log.scan(0)][:6] == recs
+    assert log.append(recs[0].encode()) == 6 * RECORD_SIZE  # the first file is full: a new one
+    assert log.read(6 * RECORD_SIZE) == recs[0]
+    assert log.segment_count == 2
+    log.close()
+
+
+def test_wheel_oldest_pending_position(tmp_path: Path) -> None:
+    log = TimerLog(tmp_path / "timerlog")
+    wheel = TimerWheel(tmp_path / "timerwheel", 10)
+    assert wheel.oldest_pos(0) == -1
+    a = _append(log, wheel, MAGIC_ENTRY, 1, 1003)
+    b = _append(log, wheel, MAGIC_ENTRY, 2, 1001)
+    _append(log, wheel, MAGIC_ENTRY, 3, 1003)
+    assert wheel.oldest_pos(1000) == a
+    assert wheel.oldest_pos(1002) == a
+    assert wheel.oldest_pos(1004) == -1
+    assert b > a and wheel.oldest_pos(1001) == a
+    log.close()
+    wheel.close()
+
+
 def _append(log: TimerLog, wheel: TimerWheel, magic: int, cl: int, second: int) -> int:
     prev = wheel.get(second).last_pos
     pos = log.append(TimerRecord(magic, prev, cl, second * 1000 + 1, second, -1).encode())
@@ -97,7 +158,7 @@ def test_corrupt_record_in_a_run_stops_the_slot_there(tmp_path: Path) -> None:
     wheel = TimerWheel(tmp_path / "timerwheel", 10)
     positions = [_append(log, wheel, MAGIC_ENTRY, cl, 3000) for cl in range(10, 16)]
     assert read_slot(log, wheel, 3000).cl_offsets.tolist() == [10, 11, 12, 13, 14, 15]
-    with open(tmp_path / "timerlog", "r+b") as f:
+    with open(tmp_path / "timerlog" / f"{0:020d}", "r+b") as f:
         f.seek(positions[2] + 20)  # inside CL OFFSET of the third record
         f.write(b"\xff")
     assert read_slot(log, wheel, 3000).cl_offsets.tolist() == [13, 14, 15]
