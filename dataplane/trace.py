@@ -7,6 +7,10 @@ distinct message ids, so the store's IndexFile finds every record about a messag
 CommitLog's: trace records go when their segment goes. The buffer is bounded; past
 ``MAX_PENDING`` events the oldest are dropped and counted (tracing never slows the data path or
 grows memory without bound). See docs/trace.md.
+
+The "stored" event of a sent message is not written: the message itself, in the CommitLog and
+indexed by its id, says when and where it was stored, so :meth:`MessageTracer.events` reads it from
+there. A send therefore costs no trace record; deliveries, acks, retries and DLQ moves do.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import contextlib
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 __all__ = ("EVENTS", "TRACE_TOPIC", "MessageTracer", "TraceEvent")
@@ -38,6 +43,12 @@ MAX_PENDING = 200_000
 _BATCH = 64  # events per record: keys stay far below the 64 KiB properties limit
 _FLUSH_S = 0.2
 _MAX_RECORDS_READ = 64
+_MAX_COPIES_READ = 16  # stored copies of one message id (timer/half first, redelivered, redriven)
+# System topics whose messages stand for a message of REAL_TOPIC (timer wheel, transaction halves).
+_HELD_FOR_LATER: dict[str, Callable[[dict[str, str]], str]] = {
+    "rmq_sys_wheel_timer": lambda props: f"delayed until {props.get('TIMER_OUT_MS', '?')}",
+    "rmq_sys_trans_half_topic": lambda props: "half message (transaction)",
+}
 
 
 class TraceEvent(NamedTuple):
@@ -138,6 +149,27 @@ class MessageTracer:
             self._task.cancel()
             self._task = None
 
+    def _stored_events(self, message_id: str) -> list[TraceEvent]:
+        """One "stored" event per topic the message was sent to: its earliest copy in the store (a
+        timer or half message stands for its real topic; DLQ and retry copies are not sends)."""
+        query = getattr(self.store, "query_messages_by_uniq_key", None)
+        if query is None or " " in message_id:
+            return []
+        first: dict[str, TraceEvent] = {}
+        for copy in query(message_id, _MAX_COPIES_READ):
+            props = copy.properties
+            held = _HELD_FOR_LATER.get(copy.topic)
+            if held is not None:
+                topic, detail = props.get("REAL_TOPIC", copy.topic), held(props)
+            elif copy.topic.startswith(("%DLQ%", "%RETRY%")):
+                continue
+            else:
+                topic, detail = copy.topic, f"queue {copy.queue_id}"
+            seen = first.get(topic)
+            if seen is None or copy.store_timestamp < seen.time_ms:
+                first[topic] = TraceEvent(message_id, topic, "stored", copy.store_timestamp, detail=detail)
+        return list(first.values())
+
     def events(self, message_id: str, topic: str | None = None, limit: int = 256) -> list[TraceEvent]:
         """Every recorded event of ``message_id`` (of ``topic`` when given), oldest first."""
         found: list[TraceEvent] = []
@@ -148,6 +180,7 @@ class MessageTracer:
                         event = TraceEvent(*item)
                         if event.message_id == message_id:
                             found.append(event)
+        found += self._stored_events(message_id)
         found += [e for e in list(self._pending) if e.message_id == message_id]
         if topic is not None:
             found = [e for e in found if e.topic == topic]

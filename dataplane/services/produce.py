@@ -398,9 +398,7 @@ async def send_message(
             built = [(mid, err if type(item) is MessageToStore else item) for mid, item in built]
             failed = len(built)
         else:
-            _count_in(to_store)
-            if broker.tracer.enabled:
-                _trace_stored(broker, to_store)
+            _count_in(to_store)  # the trace's "stored" event is read from the store (trace.py)
             if delayed:
                 handles = iter(_recall_handles(broker, to_store, result.entries))
             tx_ids = iter(_transaction_ids(broker, to_store, result.entries) if halves else ())
@@ -441,20 +439,6 @@ async def send_message(
     else:
         top = pb.Status(code=pb.Code.MULTIPLE_RESULTS, message="some messages failed; see entries")
     return svc.SendMessageResponse(status=top, entries=entries)
-
-
-def _trace_stored(broker: Broker, stored: list[MessageToStore]) -> None:
-    record = broker.tracer.record
-    for m in stored:
-        props = m.properties
-        if m.topic == TIMER_TOPIC:
-            record(
-                props[P_UNIQ], props["REAL_TOPIC"], "stored", detail=f"delayed until {props['TIMER_OUT_MS']}"
-            )
-        elif m.topic == HALF_TOPIC:
-            record(props[P_UNIQ], props["REAL_TOPIC"], "stored", detail="half message (transaction)")
-        else:
-            record(props[P_UNIQ], m.topic, "stored", detail=f"queue {m.queue_id}")
 
 
 def _count_in(stored: list[MessageToStore]) -> None:

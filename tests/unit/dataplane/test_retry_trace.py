@@ -102,6 +102,43 @@ def test_tracer_buffers_batches_and_bounds(tmp_path: Path) -> None:
     assert sum(1 for r in store.records) == 1 + 2  # 100 events: two records of at most 64
 
 
+def test_stored_event_is_read_from_the_store(tmp_path: Path) -> None:
+    """A send writes no trace record: "stored" comes from the message's earliest copy per topic."""
+    from dataplane.store import MessageStore, MessageStoreConfig, MessageToStore
+
+    store = MessageStore(MessageStoreConfig(tmp_path / "store", mapped_file_size_commit_log=1 << 20))
+    store.start()
+    try:
+        tracer = MessageTracer(store)
+
+        def put(topic: str, qid: int, mid: str, **props: str) -> int:
+            msg = MessageToStore(topic, qid, b"x", {"UNIQ_KEY": mid, **props})
+            return int(store.put_messages([msg]).entries[0].store_timestamp)
+
+        at = put("ns%orders", 3, "plain")
+        put("ns%orders", 3, "plain")  # the client's resend: still one event, the first
+        put("%DLQ%ns%g", 0, "plain")  # a dead-lettered copy is not a send
+        delayed_at = put("rmq_sys_wheel_timer", 0, "later", REAL_TOPIC="ns%orders", TIMER_OUT_MS="99")
+        put("ns%orders", 1, "later")  # delivered at its time: the same message, not a second send
+        put("rmq_sys_trans_half_topic", 0, "tx", REAL_TOPIC="ns%pay")
+        tracer.record("plain", "ns%orders", "delivered", group="ns%g", attempt=1)
+
+        events = tracer.events("plain")
+        assert [(e.event, e.topic, e.detail) for e in events] == [
+            ("stored", "ns%orders", "queue 3"),
+            ("delivered", "ns%orders", ""),
+        ]
+        assert events[0].time_ms == at
+        later = tracer.events("later", "ns%orders")
+        assert [(e.event, e.detail, e.time_ms) for e in later] == [("stored", "delayed until 99", delayed_at)]
+        assert [(e.topic, e.detail) for e in tracer.events("tx")] == [("ns%pay", "half message (transaction)")]
+        assert tracer.events("tx", "ns%orders") == [] and tracer.events("unknown") == []
+        tracer.flush()
+        assert store.get_max_offset_in_queue("rmq_sys_TRACE_DATA", 0) == 1  # only the delivery
+    finally:
+        store.shutdown()
+
+
 def test_redrive_log_persists_and_prunes(tmp_path: Path) -> None:
     path = tmp_path / "dlq" / "redriven.json"
     log = RedriveLog(path)
