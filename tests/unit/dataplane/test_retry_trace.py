@@ -131,7 +131,8 @@ def test_stored_event_is_read_from_the_store(tmp_path: Path) -> None:
         assert events[0].time_ms == at
         later = tracer.events("later", "ns%orders")
         assert [(e.event, e.detail, e.time_ms) for e in later] == [("stored", "delayed until 99", delayed_at)]
-        assert [(e.topic, e.detail) for e in tracer.events("tx")] == [("ns%pay", "half message (transaction)")]
+        half = tracer.events("tx")
+        assert [(e.topic, e.detail) for e in half] == [("ns%pay", "half message (transaction)")]
         assert tracer.events("tx", "ns%orders") == [] and tracer.events("unknown") == []
         tracer.flush()
         assert store.get_max_offset_in_queue("rmq_sys_TRACE_DATA", 0) == 1  # only the delivery
