@@ -5,6 +5,7 @@ asyncio clients: :class:`AsyncProducer`, :class:`AsyncSimpleConsumer`, :class:`A
 """
 
 from mqcloud.backoff import RetryBackoff
+from mqcloud.batching import BatchingOptions
 from mqcloud.config import ClientConfig, Credentials
 from mqcloud.errors import (
     BadRequestError,
@@ -36,6 +37,7 @@ __all__ = (
     "AsyncPushConsumer",
     "AsyncSimpleConsumer",
     "BadRequestError",
+    "BatchingOptions",
     "ClientClosedError",
     "ClientConfig",
     "ConsumeResult",

@@ -3,7 +3,9 @@
 A send picks a writable queue round-robin, skipping brokers the fault-avoidance table considers
 slow or failed (:mod:`mqcloud.fault`); on a retriable error it waits with exponential backoff and
 tries again on another broker group. FIFO messages (``message_group``) always go to the queue
-``sha256(group) mod n`` and are retried on that same queue.
+``sha256(group) mod n`` and are retried on that same queue. With ``batching``
+(:class:`~mqcloud.batching.BatchingOptions`) concurrent sends of one topic are coalesced into batch
+requests (:mod:`mqcloud.batching`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from mqcloud._loop import BlockingClient
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from mqcloud.backoff import RetryBackoff
+from mqcloud.batching import BatchingOptions, SendBatcher
 from mqcloud.config import ClientConfig
 from mqcloud.errors import (
     BadRequestError,
@@ -119,9 +122,11 @@ class AsyncProducer(BaseClient):
         max_attempts: int = 3,
         fault_tolerance: LatencyFaultTolerance | None = None,
         transaction_checker: TransactionChecker | None = None,
+        batching: BatchingOptions | None = None,
     ) -> None:
         super().__init__(config)
         self.topics = list(topics)
+        self.batcher = SendBatcher(batching, self.send_batch) if batching is not None else None
         self.transaction_checker = transaction_checker
         self.max_attempts = max_attempts
         self.backoff = RetryBackoff(max_attempts=max_attempts)
@@ -194,6 +199,9 @@ class AsyncProducer(BaseClient):
             self.validate_message_type = settings.publishing.validate_message_type
 
     async def send(self, message: Message, transaction: Transaction | None = None) -> SendReceipt:
+        if self.batcher is not None and transaction is None:
+            self._check_body(message)  # a bad message fails alone, not the batch it would join
+            return await self.batcher.add(message)
         receipts = await self._send([message], transaction)
         if transaction is not None:
             transaction._add(message.topic, receipts[0])
@@ -210,6 +218,23 @@ class AsyncProducer(BaseClient):
 
     def begin_transaction(self) -> Transaction:
         return Transaction(self)
+
+    async def flush(self) -> None:
+        """With batching: send what is collected now and wait until every batch is answered."""
+        if self.batcher is not None:
+            await self.batcher.flush()
+
+    async def shutdown(self) -> None:
+        await self.flush()
+        await super().shutdown()
+
+    def _check_body(self, m: Message) -> None:
+        if not m.body:
+            raise BadRequestError("message body is empty", 41302)
+        if len(m.body) > self.max_body_size:
+            raise PayloadTooLargeError(
+                f"message body is {len(m.body)} bytes, the maximum is {self.max_body_size}", 41301
+            )
 
     async def recall(self, topic: str, receipt: SendReceipt | str) -> str:
         """Cancel a pending delay message; returns its message id.
@@ -267,12 +292,7 @@ class AsyncProducer(BaseClient):
         if any(m.message_type != messages[0].message_type for m in messages):
             raise BadRequestError("a batch must have a single message type")
         for m in messages:
-            if not m.body:
-                raise BadRequestError("message body is empty", 41302)
-            if len(m.body) > self.max_body_size:
-                raise PayloadTooLargeError(
-                    f"message body is {len(m.body)} bytes, the maximum is {self.max_body_size}", 41301
-                )
+            self._check_body(m)
 
         queues = self._queues_for(topic, await self._route(topic), msg_type)
         ids = [generate_message_id() for _ in messages]
@@ -345,6 +365,7 @@ class Producer(BlockingClient[AsyncProducer]):
         max_attempts: int = 3,
         fault_tolerance: LatencyFaultTolerance | None = None,
         transaction_checker: TransactionChecker | None = None,
+        batching: BatchingOptions | None = None,
     ) -> None:
         self._core = AsyncProducer(
             config,
@@ -352,6 +373,7 @@ class Producer(BlockingClient[AsyncProducer]):
             max_attempts=max_attempts,
             fault_tolerance=fault_tolerance,
             transaction_checker=transaction_checker,
+            batching=batching,
         )
 
     def send(
@@ -367,6 +389,10 @@ class Producer(BlockingClient[AsyncProducer]):
 
     def begin_transaction(self) -> Transaction:
         return self.core.begin_transaction()
+
+    def flush(self, timeout: float | None = None) -> None:
+        """With batching: send what is collected now and wait for the answers."""
+        self._lt().run(self.core.flush(), timeout)
 
     def recall(self, topic: str, receipt: SendReceipt | str, timeout: float | None = None) -> str:
         """Cancel a pending delay message (see :meth:`AsyncProducer.recall`); its message id."""

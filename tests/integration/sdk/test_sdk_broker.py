@@ -12,6 +12,8 @@ from mqcloud import (
     AsyncProducer,
     AsyncPushConsumer,
     AsyncSimpleConsumer,
+    BadRequestError,
+    BatchingOptions,
     ConsumeResult,
     Message,
     MessageView,
@@ -94,6 +96,52 @@ def test_batch_send_and_send_async(env: Env) -> None:
         async_ids = {f.result(10).message_id for f in futures}
         got = _drain(c, 10)
         assert {m.message_id for m in got} == {r.message_id for r in receipts} | async_ids
+
+
+async def test_batching_producer_coalesces_concurrent_sends(env: Env) -> None:
+    """Sends within the batching delay go out as one request each per topic and group, every caller
+    gets its own receipt; a bad message fails alone; FIFO groups are never mixed."""
+    fifo_topic = env.new_topic("FIFO")
+    options = BatchingOptions(max_delay_ms=20, max_messages=50)
+    async with (
+        AsyncProducer(env.config, [env.topic, fifo_topic], batching=options) as p,
+        AsyncSimpleConsumer(env.config, env.group, {env.topic: "*"}, await_duration=2) as c,
+    ):
+        assert p.batcher is not None
+        sends = [p.send(Message(env.topic, f"n{i}".encode(), keys=[f"k{i}"])) for i in range(120)]
+        receipts = await asyncio.gather(*sends)
+        # 120 sends in one loop turn: batches of 50, 50 and 20, each on one queue
+        assert p.batcher.batches_sent == 3
+        assert len({r.message_id for r in receipts}) == 120
+        assert len({(r.queue_id, r.endpoint) for r in receipts[:50]}) == 1
+        got: dict[str, MessageView] = {}
+        deadline = time.monotonic() + 20
+        while len(got) < 120 and time.monotonic() < deadline:
+            for m in await c.receive(32, 15):
+                await c.ack(m)
+                got[m.message_id] = m
+        assert {mid: m.body for mid, m in got.items()} == {
+            r.message_id: f"n{i}".encode() for i, r in enumerate(receipts)
+        }
+        assert {m.keys[0] for m in got.values()} == {f"k{i}" for i in range(120)}
+        # an empty body fails at once, alone; the others of the same moment are sent
+        with pytest.raises(BadRequestError):
+            await p.send(Message(env.topic, b""))
+        # FIFO messages of two groups: one batch per group, each on its group's queue, in order
+        before = p.batcher.batches_sent
+        order = [g for _ in range(5) for g in "ab"]
+        fifo = await asyncio.gather(
+            *(p.send(Message(fifo_topic, f"{g}-{i}".encode(), message_group=g)) for i, g in enumerate(order))
+        )
+        assert p.batcher.batches_sent == before + 2
+        for g in "ab":
+            mine = [r for r, gg in zip(fifo, order, strict=True) if gg == g]
+            assert len({r.queue_id for r in mine}) == 1
+            assert [r.offset for r in mine] == sorted(r.offset for r in mine)
+        # a lone send goes out after the delay, not later
+        t0 = time.monotonic()
+        await p.send(Message(env.topic, b"alone"))
+        assert time.monotonic() - t0 < 2
 
 
 def test_unknown_topic_raises_not_found(env: Env) -> None:

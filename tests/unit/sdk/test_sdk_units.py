@@ -217,3 +217,32 @@ def test_message_to_and_from_pb_roundtrip() -> None:
     assert Message("t", b"x", message_group="g").message_type == pb.MessageType.FIFO
     with pytest.raises(ValueError):
         Message("t", b"x", tag="a||b")
+
+
+async def test_batcher_bounds_batches_and_hands_errors_to_every_caller() -> None:
+    import asyncio
+
+    from mqcloud.batching import BatchingOptions, SendBatcher
+    from mqcloud.message import Message, SendReceipt
+
+    sent: list[list[Message]] = []
+
+    async def send_batch(messages: list[Message]) -> list[SendReceipt]:
+        sent.append(messages)
+        if any(m.body == b"boom" for m in messages):
+            raise RuntimeError("the broker said no")
+        return [SendReceipt(message_id=m.body.decode(), offset=0, endpoint="e", queue_id=0) for m in messages]
+
+    batcher = SendBatcher(BatchingOptions(max_delay_ms=5, max_messages=3, max_bytes=10), send_batch)
+    futures = [batcher.add(Message("t", f"m{i}".encode())) for i in range(4)]  # 3 + 1 by count
+    # m3 (2 bytes) + 8 bytes fit the 10-byte bound; 8 more do not: a new batch
+    futures += [batcher.add(Message("t", b"x" * 8)) for _ in range(2)]
+    assert [r.message_id for r in await asyncio.gather(*futures[:4])] == ["m0", "m1", "m2", "m3"]
+    await asyncio.gather(*futures[4:])
+    assert [len(b) for b in sent] == [3, 2, 1]
+    failing = [batcher.add(Message("u", b"boom")), batcher.add(Message("u", b"ok"))]
+    results = await asyncio.gather(*failing, return_exceptions=True)
+    assert all(isinstance(r, RuntimeError) for r in results)
+    late = batcher.add(Message("t", b"z"))
+    await batcher.flush()  # sent at once, not after the delay
+    assert late.done() and late.result().message_id == "z"
