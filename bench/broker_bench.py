@@ -7,9 +7,12 @@ Figures (``--json PATH`` writes them):
 - produce_sync_flush_msgs_per_s  the same with SYNC_FLUSH (group commit)
 - produce_single_msgs_per_s      one message per request, 16 in flight (as the official clients send)
 - consume_msgs_per_s             ReceiveMessage batches of 32, then one AckMessage per batch
-- e2e_p99_ms                     send -> receipt by a waiting consumer, paced at 5,000 msgs/s
-- e2e_p99_ms_at_300_msgs_per_s   the same paced at 300 msgs/s (below the single-send ceiling)
-- e2e_send_p99_ms(_at_300_msgs_per_s)   send -> SendMessage answer in those runs (the send queue)
+- e2e_p99_ms                     send -> receipt by a waiting consumer, paced at 5,000 msgs/s, sent
+                                 through the SDK's batching producer (BatchingOptions, 1 ms delay)
+- e2e_single_p99_ms              the same with one SendMessage per message (more calls per second
+                                 than one Python gRPC client makes on 2 cores: the send queue grows)
+- e2e_p99_ms_at_300_msgs_per_s   single sends paced at 300 msgs/s (below the single-send ceiling)
+- e2e_send_p99_ms(_at_300_msgs_per_s) / e2e_single_send_p99_ms   send -> answer in those runs
 - grpc_ceiling_msgs_per_s / grpc_ceiling_single_msgs_per_s   the bare server, same requests
 - nats_publish_msgs_per_s / nats_consume_msgs_per_s / rabbitmq_quorum_publish_msgs_per_s  peers
 
@@ -43,6 +46,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import peers  # noqa: E402
 
+from mqcloud import AsyncProducer, BatchingOptions, ClientConfig, Message  # noqa: E402
 from mqcloud.admin.v1 import admin_pb2, admin_pb2_grpc  # noqa: E402
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb  # noqa: E402
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc  # noqa: E402
@@ -240,9 +244,12 @@ def p99(values: list[float]) -> float:
     return values[max(int(len(values) * 0.99) - 1, 0)] if values else float("nan")
 
 
-async def e2e_latency(target: str, rate: int, seconds: float) -> tuple[float, float]:
+async def e2e_latency(
+    target: str, rate: int, seconds: float, batch_delay_ms: float | None = None
+) -> tuple[float, float]:
     """p99 of send -> receipt in ms, with consumers long-polling while a paced producer sends; and
-    p99 of send -> SendMessage answer (when the two are close, the sends queue, not the delivery)."""
+    p99 of send -> SendMessage answer (when the two are close, the sends queue, not the delivery).
+    With ``batch_delay_ms`` the producer is the SDK's ``AsyncProducer`` with batching."""
     total = int(rate * seconds)
     latencies: list[float] = []
     sent: list[float] = []
@@ -297,24 +304,39 @@ async def e2e_latency(target: str, rate: int, seconds: float) -> tuple[float, fl
                     done.set()
 
         consumers = [asyncio.create_task(consumer()) for _ in range(4)]
+        producer = None
+        if batch_delay_ms is not None:
+            options = BatchingOptions(max_delay_ms=batch_delay_ms, max_messages=256)
+            producer = AsyncProducer(ClientConfig(target), [TOPIC], batching=options)
+            await producer.start()
         await asyncio.sleep(0.5)  # consumers are parked in their long poll
         # Only messages sent from now on count: skip the backlog of earlier phases.
         interval = 1.0 / rate
         start = time.monotonic()
-        sends = []
+        sends: list[asyncio.Future[Any]] = []
         for i in range(total):
             target_t = start + i * interval
             delay = target_t - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
             t0 = time.monotonic_ns()
-            req = svc.SendMessageRequest(messages=[message(i, t0)])
-            send = asyncio.ensure_future(s.SendMessage(req, timeout=10))
+            if producer is not None:
+                sdk_message = Message(TOPIC, BODY, properties={"t0": str(t0), "seq": str(i)})
+                send = asyncio.ensure_future(producer.send(sdk_message))
+            else:
+                req = svc.SendMessageRequest(messages=[message(i, t0)])
+                send = asyncio.ensure_future(s.SendMessage(req, timeout=10))
             send.add_done_callback(lambda _, t0=t0: sent.append((time.monotonic_ns() - t0) / 1e6))
             sends.append(send)
         # A failed send must not abort the whole run (and lose every other figure): count it.
         outcomes = await asyncio.gather(*sends, return_exceptions=True)
-        failed = sum(1 for o in outcomes if isinstance(o, BaseException) or o.status.code != pb.Code.OK)
+        if producer is not None:
+            await producer.shutdown()
+        failed = sum(
+            1
+            for o in outcomes
+            if isinstance(o, BaseException) or (isinstance(o, svc.SendMessageResponse) and o.status.code)
+        )
         if failed:
             sys.stderr.write(f"e2e: {failed} of {total} sends failed\n")
             total -= failed
@@ -343,9 +365,12 @@ async def run(quick: bool) -> dict[str, Any]:
         low, low_send = await e2e_latency(target, rate=300, seconds=2)
         results["e2e_p99_ms_at_300_msgs_per_s"] = low
         results["e2e_send_p99_ms_at_300_msgs_per_s"] = low_send
-        high, high_send = await e2e_latency(target, rate=5000, seconds=2 if quick else 10)
+        high, high_send = await e2e_latency(target, rate=5000, seconds=2 if quick else 10, batch_delay_ms=1.0)
         results["e2e_p99_ms"] = high
         results["e2e_send_p99_ms"] = high_send
+        single, single_send = await e2e_latency(target, rate=5000, seconds=2 if quick else 10)
+        results["e2e_single_p99_ms"] = single
+        results["e2e_single_send_p99_ms"] = single_send
     with our_broker("sync") as target:
         results["produce_sync_flush_msgs_per_s"] = await produce(target, n_batched // 2, 64, 8)
 
