@@ -28,7 +28,7 @@ from dataplane.names import resolve
 from dataplane.services.route import ACCEPT as _ACCEPT
 from dataplane.store.message import MessageToStore
 from dataplane.store.status import PutMessageStatus
-from dataplane.timer import TIMER_TOPIC, InvalidRecallHandle, RecallHandle, RecallTooLate, to_timer_message
+from dataplane.timer import TIMER_TOPIC, InvalidRecallHandle, RecallTooLate, to_timer_message
 from dataplane.transaction import HALF_TOPIC, to_half_message
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
@@ -282,13 +282,13 @@ def _delivery_time(broker: Broker, sp: pb.SystemProperties, mtype: int) -> int:
 def _recall_handles(broker: Broker, stored: list[MessageToStore], appended: list[Any]) -> list[str]:
     """One recall handle per stored message ("" for messages that are not delayed)."""
     handles = []
+    encode = broker.recalls.encode_fields
     for msg, entry in zip(stored, appended, strict=True):
         if msg.topic != TIMER_TOPIC:
             handles.append("")
             continue
         p = msg.properties
-        handle = RecallHandle(p["REAL_TOPIC"], p[P_UNIQ], int(p["TIMER_OUT_MS"]), entry.physical_offset)
-        handles.append(broker.recalls.encode(handle))
+        handles.append(encode(p["REAL_TOPIC"], p[P_UNIQ], int(p["TIMER_OUT_MS"]), entry.physical_offset))
     return handles
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import hashlib
 import hmac
 
 __all__ = ("InvalidRecallHandle", "RecallCodec", "RecallHandle")
@@ -39,15 +40,20 @@ class RecallCodec:
     def __init__(self, secret: bytes) -> None:
         if len(secret) < 16:
             raise ValueError("recall secret must be at least 16 bytes")
-        self._secret = secret
+        # Keyed once: a copy per handle skips the key schedule (a delay send signs every message).
+        self._keyed = hmac.new(secret, b"recall|", hashlib.sha256)
 
     def _sign(self, payload: bytes) -> bytes:
-        return hmac.digest(self._secret, b"recall|" + payload, "sha256")[:16]
+        mac = self._keyed.copy()
+        mac.update(payload)
+        return mac.digest()[:16]
 
     def encode(self, handle: RecallHandle) -> str:
-        payload = "|".join(
-            (_VERSION, handle.topic, handle.message_id, str(handle.deliver_ms), str(handle.cl_offset))
-        ).encode()
+        return self.encode_fields(handle.topic, handle.message_id, handle.deliver_ms, handle.cl_offset)
+
+    def encode_fields(self, topic: str, message_id: str, deliver_ms: int, cl_offset: int) -> str:
+        """:meth:`encode` of ``RecallHandle(topic, message_id, deliver_ms, cl_offset)``."""
+        payload = f"{_VERSION}|{topic}|{message_id}|{deliver_ms}|{cl_offset}".encode()
         return f"{_b64(payload)}.{_b64(self._sign(payload))}"
 
     def decode(self, text: str) -> RecallHandle:
