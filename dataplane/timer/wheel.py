@@ -59,8 +59,10 @@ class TimerWheel:
                 os.ftruncate(fd, size)
                 os.pwrite(fd, _HEADER.pack(_MAGIC, 1, slot_count), 0)
             self._map = mmap.mmap(fd, size)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        self._fd = fd  # kept for flush(): see there
         if not self.loaded:
             self.reset()
 
@@ -107,9 +109,13 @@ class TimerWheel:
         return best
 
     def flush(self) -> None:
-        self._map.flush()
+        # fdatasync, not mmap.flush(): CPython holds the GIL through msync, which stalls every
+        # other thread (the broker's event loop) for the whole write-back; on Linux fdatasync
+        # writes back the pages dirtied through a shared mapping just the same.
+        os.fdatasync(self._fd)
 
     def close(self) -> None:
         if not self._map.closed:
-            self._map.flush()
+            self.flush()
             self._map.close()
+            os.close(self._fd)
