@@ -162,6 +162,34 @@ async def test_writers_keep_appending_while_an_fsync_runs(make_store: StoreFacto
     assert len(gated.flushed) <= 3, gated.flushed
 
 
+async def test_a_large_iteration_is_appended_in_parts_before_it_ends(make_store: StoreFactory) -> None:
+    """Once 32 KiB of bodies wait, they are appended (and their fsync asked for) at once, while the
+    rest of the iteration's callers are still arriving; order and acknowledgements are unchanged."""
+    store = make_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commit_log=1 << 20)
+    gated = _gate(store)
+    batcher = store._batcher
+    assert batcher is not None
+    # when 10 callers of 8 KiB each enqueue in one iteration (what put_messages_async does)
+    futures = []
+    appended_after = []
+    for i in range(10):
+        futures.append(batcher.enqueue([msg(body=bytes([i]) * 8192)]))
+        appended_after.append(store.get_max_offset_in_queue("ns%t", 0))
+    # then every 4 callers (32 KiB) were appended as soon as they were there, in call order;
+    # the last 2 wait for the end of the iteration
+    assert appended_after == [0, 0, 0, 4, 4, 4, 4, 8, 8, 8]
+    await asyncio.sleep(0.01)
+    assert store.get_max_offset_in_queue("ns%t", 0) == 10
+    assert await asyncio.to_thread(gated.started.wait, 5)
+    assert not any(f.done() for f in futures)  # nobody acknowledged before the fsync
+    gated.gate.set()
+    results = await asyncio.gather(*futures)
+    assert [r.status for r in results] == [PutMessageStatus.PUT_OK] * 10
+    assert [r.entries[0].queue_offset for r in results] == list(range(10))
+    got = store.get_messages("ns%t", 0, 0, 10).messages
+    assert [m.body[0] for m in got] == list(range(10))
+
+
 def test_threads_are_acknowledged_only_after_their_record_is_fsynced(make_store: StoreFactory) -> None:
     store = make_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commit_log=1 << 20)
     uncovered: list[int] = []
