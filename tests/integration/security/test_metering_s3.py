@@ -60,8 +60,15 @@ def bucket(moto: MotoServer) -> ObjectStore:
 
 
 def outbox_files(broker: BrokerProcess) -> dict[str, bytes]:
+    """The outbox's files; read again when the broker ships (deletes) one or its directory while
+    this walks the tree."""
     outbox = broker.data_dir / "metering-outbox"
-    return {p.relative_to(outbox).as_posix(): p.read_bytes() for p in outbox.rglob("*.jsonl")}
+    for _ in range(20):
+        try:
+            return {p.relative_to(outbox).as_posix(): p.read_bytes() for p in outbox.rglob("*.jsonl")}
+        except FileNotFoundError:
+            time.sleep(0.05)
+    raise AssertionError("the outbox kept changing under the walk")
 
 
 def wait_for(condition: Any, timeout: float, what: str) -> None:
