@@ -61,7 +61,8 @@ class ReplicaReader:
         conn = self._connections.setdefault(ha_address, _Connection())
         async with conn.lock:
             try:
-                payload = await asyncio.wait_for(self._ask(ha_address, conn, wanted), self.timeout_s)
+                ask = self._ask_once_more(ha_address, conn, wanted)
+                payload = await asyncio.wait_for(ask, self.timeout_s)
             except (OSError, TimeoutError, asyncio.IncompleteReadError, FrameError) as exc:
                 self.failures += 1
                 self._failed_at[ha_address] = time.monotonic()
@@ -75,6 +76,20 @@ class ReplicaReader:
             records.append(payload[at : at + size])
             at += size
         return records
+
+    async def _ask_once_more(
+        self, address: str, conn: _Connection, wanted: Sequence[tuple[int, int]]
+    ) -> bytes:
+        """:meth:`_ask`; a kept connection the node closed meanwhile (it drops idle readers) is
+        replaced once instead of counting as a failure."""
+        reused = conn.writer is not None and not conn.writer.is_closing()
+        try:
+            return await self._ask(address, conn, wanted)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            if not reused:
+                raise
+            self._drop(conn)
+            return await self._ask(address, conn, wanted)
 
     async def _ask(self, address: str, conn: _Connection, wanted: Sequence[tuple[int, int]]) -> bytes:
         if conn.writer is None or conn.writer.is_closing():

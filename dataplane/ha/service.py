@@ -113,6 +113,7 @@ class HAService:
         self._writers: set[asyncio.StreamWriter] = set()
         self._read_writers: set[asyncio.StreamWriter] = set()  # READ connections outlive a role
         self.reads_served = 0  # records sent to READ requests
+        self.read_idle_s = 60.0  # a READ connection idle this long is closed (the reader reconnects)
         self.port = 0
 
     async def start(self, listen: str) -> None:
@@ -315,14 +316,14 @@ class HAService:
     async def _serve_reads(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, payload: bytes
     ) -> None:
-        """Answer READ frames until the reader hangs up (or idles past a minute)."""
+        """Answer READ frames until the reader hangs up (or idles past ``read_idle_s``)."""
         while True:
             wanted = _read_request(payload)
             records = await asyncio.to_thread(self._records, wanted)
             self.reads_served += len(wanted) if records else 0
             write_frame(writer, FrameType.RECORDS, records)
             await writer.drain()
-            kind, payload = await asyncio.wait_for(read_frame(reader), 60)
+            kind, payload = await asyncio.wait_for(read_frame(reader), self.read_idle_s)
             if kind is not FrameType.READ:
                 raise FrameError(f"expected READ, found {kind.name}")
 

@@ -66,6 +66,23 @@ async def test_reader_gets_records_byte_for_byte(tmp_path: Path) -> None:
         store.shutdown()
 
 
+async def test_a_connection_the_node_closed_while_idle_is_replaced(tmp_path: Path) -> None:
+    store, service, entries = await _node(tmp_path)
+    service.read_idle_s = 0.2
+    reader = ReplicaReader(KEY, "g")
+    try:
+        address = f"127.0.0.1:{service.port}"
+        assert await reader.read(address, entries[:2]) is not None
+        await asyncio.sleep(0.5)  # the node drops the idle connection
+        # the next read finds its connection closed: it reconnects once, no failure, no backoff
+        assert await reader.read(address, entries[2:4]) == [store.read_commit_log(*e) for e in entries[2:4]]
+        assert reader.failures == 0 and reader.available(address)
+    finally:
+        await reader.close()
+        await service.stop()
+        store.shutdown()
+
+
 async def test_reader_without_the_secret_gets_nothing(tmp_path: Path) -> None:
     store, service, entries = await _node(tmp_path)
     wrong = ReplicaReader(auth.replication_key("another-secret", None, False), "g")
