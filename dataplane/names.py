@@ -14,7 +14,9 @@ from dataplane.errors import BadRequest, IllegalGroup, IllegalTopic
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 
 __all__ = (
+    "DLQ_PREFIX",
     "NAMESPACE_HEADER",
+    "RETRY_PREFIX",
     "dlq_topic",
     "namespace_from_metadata",
     "qualify",
@@ -23,6 +25,8 @@ __all__ = (
 )
 
 NAMESPACE_HEADER = "x-mq-namespace"
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
 _NAME_RE = re.compile(r"^[A-Za-z0-9_\-]{1,127}$")
 _NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_\-]{0,63}$")
 
@@ -45,7 +49,7 @@ def split(qualified: str) -> tuple[str, str]:
 
 
 def dlq_topic(qualified_group: str) -> str:
-    return f"%DLQ%{qualified_group}"
+    return f"{DLQ_PREFIX}{qualified_group}"
 
 
 def resolve(resource: pb.Resource, header_namespace: str, *, kind: str = "topic") -> tuple[str, str]:

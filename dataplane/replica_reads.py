@@ -9,6 +9,7 @@ damaged, is read from this node's own disk, so the answer is the same either way
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Collection
 
 from dataplane.broker import Broker
@@ -34,7 +35,7 @@ async def far_behind_reader(
     if ha is None or behind <= 0 or not ha.writable():
         return None
     store = broker.store
-    hashes = {tag_hash(t) for t in tags} if tags and "*" not in tags else None
+    hashes = {tag_hash(t) for t in tags} if tags else None  # compile_filter: "*" is None
     scan = max_count if hashes is None else _MAX_SCAN
     entries = store.queue_entries(topic, queue_id, offset, scan)
     if not entries or store.max_physical_offset - entries[0][0] <= behind:
@@ -59,10 +60,10 @@ async def far_behind_reader(
         return None
     fetched: dict[int, StoredMessage] = {}
     for (phys, _), raw in zip(wanted, records, strict=True):
-        try:
+        with contextlib.suppress(StoreError):  # damaged in transit or on the replica: read here
             fetched[phys] = store.decode_raw(raw, phys)
-        except StoreError:
-            REPLICA_READ_FALLBACKS.inc()  # read here instead
+    if len(fetched) < len(wanted):
+        REPLICA_READ_FALLBACKS.inc()
     REPLICA_READ_MESSAGES.inc(len(fetched))
     local = store.commit_log.read_message
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from dataplane.names import DLQ_PREFIX, RETRY_PREFIX
 from dataplane.store.consume_queue import CQ_ENTRY, CQ_ENTRY_SIZE
 
 __all__ = ("StorageUsage", "tenant_topic")
@@ -22,7 +23,7 @@ _READ_BATCH = 4096  # entries per read (80 KiB)
 
 def tenant_topic(qualified: str) -> tuple[str, str] | None:
     """(namespace, tenant-relative topic) of a store topic; None for system topics."""
-    for prefix in ("%RETRY%", "%DLQ%"):
+    for prefix in (RETRY_PREFIX, DLQ_PREFIX):
         if qualified.startswith(prefix):
             ns, sep, group = qualified[len(prefix) :].partition("%")
             return (ns, prefix + group) if sep and ns else None

@@ -24,6 +24,10 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from dataplane.names import DLQ_PREFIX, RETRY_PREFIX
+from dataplane.timer.service import P_REAL_TOPIC, P_TIMER_OUT_MS, TIMER_TOPIC
+from dataplane.transaction.service import HALF_TOPIC
+
 __all__ = ("EVENTS", "TRACE_TOPIC", "MessageTracer", "TraceEvent")
 
 logger = logging.getLogger(__name__)
@@ -46,8 +50,8 @@ _MAX_RECORDS_READ = 64
 _MAX_COPIES_READ = 16  # stored copies of one message id (timer/half first, redelivered, redriven)
 # System topics whose messages stand for a message of REAL_TOPIC (timer wheel, transaction halves).
 _HELD_FOR_LATER: dict[str, Callable[[dict[str, str]], str]] = {
-    "rmq_sys_wheel_timer": lambda props: f"delayed until {props.get('TIMER_OUT_MS', '?')}",
-    "rmq_sys_trans_half_topic": lambda props: "half message (transaction)",
+    TIMER_TOPIC: lambda props: f"delayed until {props.get(P_TIMER_OUT_MS, '?')}",
+    HALF_TOPIC: lambda props: "half message (transaction)",
 }
 
 
@@ -160,8 +164,8 @@ class MessageTracer:
             props = copy.properties
             held = _HELD_FOR_LATER.get(copy.topic)
             if held is not None:
-                topic, detail = props.get("REAL_TOPIC", copy.topic), held(props)
-            elif copy.topic.startswith(("%DLQ%", "%RETRY%")):
+                topic, detail = props.get(P_REAL_TOPIC, copy.topic), held(props)
+            elif copy.topic.startswith((DLQ_PREFIX, RETRY_PREFIX)):
                 continue
             else:
                 topic, detail = copy.topic, f"queue {copy.queue_id}"

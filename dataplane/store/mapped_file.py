@@ -114,8 +114,8 @@ class MappedFile:
 
         fdatasync rather than ``mmap.flush()``: CPython holds the GIL through msync, so a flush of
         a large index file in a background thread stalled the broker's event loop for its whole
-        write-back (tens of ms, the SendMessage p99); on Linux fdatasync writes back the pages
-        dirtied through a shared mapping as well, with the GIL released."""
+        write-back; on Linux fdatasync writes back the pages dirtied through a shared mapping as
+        well, with the GIL released."""
         os.fdatasync(self._fd)
 
     def zero_from(self, position: int) -> None:

@@ -10,7 +10,7 @@ approach one fsync per group instead of one append call per writer.
 A batch is appended early, before the iteration ends, once it holds ``eager_bytes`` of bodies: its
 fsync then runs (in the flush thread, the GIL released) while the loop encodes the rest of the
 iteration's callers, instead of the disk waiting for the whole iteration and the loop for the disk
-(64 writers of 1 KiB: +10-30 % messages per second, docs/benchmarks.md).
+(docs/benchmarks.md, "Group commit: eager appends").
 """
 
 from __future__ import annotations

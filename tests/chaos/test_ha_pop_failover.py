@@ -24,13 +24,6 @@ INVISIBLE_S = 90
 TOTAL = 240
 
 
-def _caught_up(cluster: HACluster) -> None:
-    deadline = time.monotonic() + 15
-    while len({n.status().node.max_offset for n in cluster.nodes if n.running}) != 1:
-        assert time.monotonic() < deadline, "replicas did not catch up"
-        time.sleep(0.05)
-
-
 def test_pop_state_across_master_kills(tmp_path: Path) -> None:
     cluster = HACluster(tmp_path, size=3, env=ENV)
     try:
@@ -62,7 +55,7 @@ def test_pop_state_across_master_kills(tmp_path: Path) -> None:
                         held.pop(m.body, None)
                     else:
                         held[m.body] = (m, now + INVISIBLE_S)
-            _caught_up(cluster)
+            cluster.wait_caught_up()
             # when the master is killed and comes back as a replica
             master.signal(signal.SIGKILL)
             master.proc.wait(10)  # type: ignore[union-attr]

@@ -193,6 +193,16 @@ class HACluster:
             time.sleep(0.05)
         raise AssertionError(f"no writable master within {timeout}s: {self.statuses()}")
 
+    def wait_caught_up(self, timeout: float = 15.0) -> None:
+        """Wait until every running node holds the same CommitLog (the same max offset)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            offsets = {n.node: n.status().node.max_offset for n in self.nodes if n.running}
+            if len(set(offsets.values())) <= 1:
+                return
+            assert time.monotonic() < deadline, f"nodes did not catch up within {timeout}s: {offsets}"
+            time.sleep(0.05)
+
     def wait_in_sync(self, count: int, timeout: float = 30.0) -> HABroker:
         """Wait until the master counts ``count`` nodes (itself included) in its SyncStateSet."""
         deadline = time.monotonic() + timeout

@@ -19,7 +19,7 @@ from mqcloud.admin_client import BrokerAdminClient
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from tests.integration.broker.conftest import V2, messages
-from tests.integration.ha.cluster import HABroker, HACluster
+from tests.integration.ha.cluster import HACluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -66,16 +66,6 @@ def _telemetry(v2: V2, stop: threading.Event) -> queue.Queue[svc.TelemetryComman
     return received
 
 
-def _caught_up(cluster: HACluster, master: HABroker) -> None:
-    deadline = time.monotonic() + 10
-    while True:
-        offsets = {n.status().node.max_offset for n in cluster.nodes if n.running}
-        if len(offsets) == 1:
-            return
-        assert time.monotonic() < deadline, offsets
-        time.sleep(0.05)
-
-
 def test_pop_state_and_timers_survive_failover(tmp_path: Path) -> None:
     cluster = HACluster(tmp_path, size=2)
     try:
@@ -108,7 +98,7 @@ def test_pop_state_and_timers_survive_failover(tmp_path: Path) -> None:
             early = messages(consumer.receive("workers", "later", poll_s=2))
         assert [m.body for m in early] == [b"early"]
         assert consumer.ack("workers", "later", early[0]).status.code == pb.Code.OK
-        _caught_up(cluster, master)
+        cluster.wait_caught_up(10)
         # and a client with a Telemetry stream to the replica
         stop = threading.Event()
         replica = next(n for n in cluster.nodes if n is not master)

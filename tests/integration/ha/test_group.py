@@ -72,10 +72,7 @@ def test_group_roles_routes_offsets_and_status(cluster3: HACluster) -> None:
             assert consumer.ack("billing", "orders", m).status.code == pb.Code.OK
             acked.append(m.body)
     # every node converges on the same CommitLog (the tracer's records of the acks come a little later)
-    deadline = time.monotonic() + 10
-    while len(set(offsets := {n.node: n.status().node.max_offset for n in cluster3.nodes}.values())) != 1:
-        assert time.monotonic() < deadline, offsets
-        time.sleep(0.1)
+    cluster3.wait_caught_up(10)
     # operators see roles, epoch and SyncStateSet of every node
     result = CliRunner().invoke(app, ["admin", "--broker", master.target, "--json", "cluster", "status"])
     assert result.exit_code == 0, result.output
