@@ -125,7 +125,10 @@ def test_reset_offset_moves_a_live_consumer(
     admin: BrokerAdminClient, v2: V2, msgs: MessageAdminClient
 ) -> None:
     _setup(admin, queues=1)
-    ids = [_id(v2.send("orders", f"m{i}".encode())) for i in range(3)]
+    ids = []
+    for i in range(3):
+        ids.append(_id(v2.send("orders", f"m{i}".encode())))
+        time.sleep(0.005)  # distinct store milliseconds: "by time" below names exactly one message
     got = messages(v2.receive("g1", "orders", batch=8))
     for msg in got:
         v2.ack("g1", "orders", msg)
