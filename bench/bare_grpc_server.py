@@ -1,13 +1,18 @@
 """A bare grpc.aio MessagingService that accepts SendMessage and stores nothing.
 
 It is the framework's ceiling for ``broker_bench.py``: the same requests, the same Python gRPC stack,
-no broker work at all. Run: ``python bench/bare_grpc_server.py PORT``.
+no broker work at all. ReceiveMessage streams ``batch_size`` copies of one prepared 1 KiB message
+(status first, delivery timestamp last, as a broker does) and AckMessage answers OK for every entry,
+so a consume run against it measures what streaming the responses alone costs.
+Run: ``python bench/bare_grpc_server.py PORT``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+from collections.abc import AsyncIterator
 
 import grpc
 
@@ -16,7 +21,53 @@ from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from mqcloud.apache.rocketmq.v2 import service_pb2_grpc as svc_grpc
 
 
+def prepared_message() -> pb.Message:
+    """One received message as a broker streams it: 1 KiB body, ids, receipt handle, timestamps."""
+    m = pb.Message(topic=pb.Resource(name="bench"), body=os.urandom(1024))
+    sp = m.system_properties
+    sp.tag = "bench"
+    sp.message_id = "0" * 32
+    sp.body_digest.type = pb.MD5
+    sp.body_digest.checksum = "0" * 32
+    sp.body_encoding = pb.IDENTITY
+    sp.message_type = pb.NORMAL
+    sp.born_host = "127.0.0.1"
+    sp.store_host = "127.0.0.1:8081"
+    sp.queue_id = 0
+    sp.queue_offset = 0
+    sp.receipt_handle = "x" * 120
+    sp.delivery_attempt = 1
+    sp.born_timestamp.GetCurrentTime()
+    sp.store_timestamp.GetCurrentTime()
+    sp.invisible_duration.FromSeconds(60)
+    return m
+
+
 class BareMessagingService(svc_grpc.MessagingServiceServicer):
+    def __init__(self) -> None:
+        self.received = svc.ReceiveMessageResponse(message=prepared_message())
+        self.ok = pb.Status(code=pb.Code.OK, message="OK")
+
+    async def ReceiveMessage(
+        self, request: svc.ReceiveMessageRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[svc.ReceiveMessageResponse]:
+        yield svc.ReceiveMessageResponse(status=self.ok)
+        for _ in range(request.batch_size or 32):
+            yield self.received
+        done = svc.ReceiveMessageResponse()
+        done.delivery_timestamp.GetCurrentTime()
+        yield done
+
+    async def AckMessage(
+        self, request: svc.AckMessageRequest, context: grpc.aio.ServicerContext
+    ) -> svc.AckMessageResponse:
+        ok = self.ok
+        entries = [
+            svc.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle, status=ok)
+            for e in request.entries
+        ]
+        return svc.AckMessageResponse(status=self.ok, entries=entries)
+
     async def SendMessage(
         self, request: svc.SendMessageRequest, context: grpc.aio.ServicerContext
     ) -> svc.SendMessageResponse:

@@ -14,6 +14,8 @@ Figures (``--json PATH`` writes them):
 - e2e_p99_ms_at_300_msgs_per_s   single sends paced at 300 msgs/s (below the single-send ceiling)
 - e2e_send_p99_ms(_at_300_msgs_per_s) / e2e_single_send_p99_ms   send -> answer in those runs
 - grpc_ceiling_msgs_per_s / grpc_ceiling_single_msgs_per_s   the bare server, same requests
+- grpc_ceiling_consume_msgs_per_s  the same consume loop against the bare server, which streams a
+                                 prepared message per slot and stores nothing (the framework's cost)
 - nats_publish_msgs_per_s / nats_consume_msgs_per_s / rabbitmq_quorum_publish_msgs_per_s  peers
 
 Run: ``uv run python bench/broker_bench.py [--quick] [--json PATH]``.
@@ -356,6 +358,7 @@ async def run(quick: bool) -> dict[str, Any]:
     with process([sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(port)], port):
         results["grpc_ceiling_msgs_per_s"] = await produce(f"127.0.0.1:{port}", n_batched, 64, 8)
         results["grpc_ceiling_single_msgs_per_s"] = await produce(f"127.0.0.1:{port}", n_single, 1, 16)
+        results["grpc_ceiling_consume_msgs_per_s"] = await consume(f"127.0.0.1:{port}", n_batched)
 
     with our_broker("async") as target:
         results["produce_batched_msgs_per_s"] = await produce(target, n_batched, 64, 8)
@@ -398,6 +401,8 @@ async def run(quick: bool) -> dict[str, Any]:
         ),
         "single_vs_bare_single": ratio("produce_single_msgs_per_s", "grpc_ceiling_single_msgs_per_s"),
         "consume_vs_nats": ratio("consume_msgs_per_s", "nats_consume_msgs_per_s"),
+        "consume_vs_grpc_ceiling": ratio("consume_msgs_per_s", "grpc_ceiling_consume_msgs_per_s"),
+        "grpc_ceiling_consume_vs_nats": ratio("grpc_ceiling_consume_msgs_per_s", "nats_consume_msgs_per_s"),
     }
     results["machine"] = {
         "cpus": os.cpu_count(),

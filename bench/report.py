@@ -82,6 +82,18 @@ RATIOS = (
     Ratio(
         "broker_bench", "ratios.consume_vs_nats", "consume_msgs_per_s", "nats_consume_msgs_per_s", ">= 1.0"
     ),
+    Ratio(
+        "broker_bench",
+        "ratios.consume_vs_grpc_ceiling",
+        "consume_msgs_per_s",
+        "grpc_ceiling_consume_msgs_per_s",
+    ),
+    Ratio(
+        "broker_bench",
+        "ratios.grpc_ceiling_consume_vs_nats",
+        "grpc_ceiling_consume_msgs_per_s",
+        "nats_consume_msgs_per_s",
+    ),
     Ratio("store_bench", "append_vs_disk_ratio", "append_mb_s", "disk_write_mb_s", ">= 0.4"),
     Ratio(
         "store_bench",

@@ -5,7 +5,7 @@ Byte layout of one record (big-endian, see ``docs/store-format.md``)::
     offset size field
     0      4    TOTALSIZE            int32, whole record including this field
     4      4    MAGICCODE            uint32, MESSAGE_MAGIC (0xDAA320A7) or BLANK_MAGIC (0xCBD43194)
-    8      4    BODYCRC              uint32, zlib.crc32 of BODY
+    8      4    BODYCRC              uint32, CRC-32 of BODY (the zlib / java.util.zip polynomial)
     12     4    QUEUEID              int32
     16     4    FLAG                 int32
     20     8    QUEUEOFFSET          int64, entry number in the ConsumeQueue
@@ -38,6 +38,8 @@ import struct
 import zlib
 from collections.abc import Sequence
 from typing import Final, NamedTuple
+
+from zlib_ng import zlib_ng
 
 from dataplane.store.consume_queue import CQ_ENTRY, validate_topic
 from dataplane.store.errors import BodyCrcError, CorruptRecordError, InvalidTopicError, StoreError
@@ -137,6 +139,9 @@ def _host_str(raw: bytes) -> str:
 
 _host_tuple_cache: dict[tuple[bytes, int], tuple[str, int]] = {}
 _new_tuple = tuple.__new__
+# The same CRC-32 as zlib.crc32, from zlib-ng's folded (PCLMUL/NEON) implementation: about five
+# times faster on a 1 KiB body, which is a quarter of what an append or a checked read costs.
+_body_crc32 = zlib_ng.crc32
 
 
 def _host_tuple(raw: tuple[bytes, int]) -> tuple[str, int]:
@@ -275,6 +280,7 @@ def encode_batch(
     pack = HEADER.pack
     cq_pack = CQ_ENTRY.pack
     crc32 = zlib.crc32
+    body_crc32 = _body_crc32
     new = _new_tuple
     store_ip, store_port = store_host
     tails = _topic_tail_cache
@@ -329,7 +335,7 @@ def encode_batch(
             pack(
                 size,
                 MESSAGE_MAGIC,
-                crc32(body),
+                body_crc32(body),
                 qid,
                 msg.flag,
                 qoff,
@@ -423,9 +429,9 @@ def decode_record(
     body = buf[body_start:body_end]
     if type(body) is not bytes:
         body = bytes(body)
-    if check_crc and zlib.crc32(body) != h[2]:
+    if check_crc and _body_crc32(body) != h[2]:
         raise CorruptRecordError(
-            f"record at {pos}: expected body CRC 0x{h[2]:08X}, found 0x{zlib.crc32(body):08X}"
+            f"record at {pos}: expected body CRC 0x{h[2]:08X}, found 0x{_body_crc32(body):08X}"
         )
     topic_raw = bytes(tail[2:props_at])
     topic = _topic_decode_cache.get(topic_raw) or _decode_topic(topic_raw)
@@ -481,7 +487,7 @@ def check_record(buf: Buffer, pos: int, limit: int) -> DispatchRequest | int:
     h = HEADER.unpack_from(buf, pos)
     topic_start, topic_len, props_len = _lengths(buf, pos, total, h[16])
     body_start = pos + HEADER_SIZE
-    crc = zlib.crc32(buf[body_start : body_start + h[16]])
+    crc = _body_crc32(buf[body_start : body_start + h[16]])
     topic = _decode_topic(bytes(buf[topic_start : topic_start + topic_len]))
     props_start = topic_start + topic_len + 2
     props = decode_properties(bytes(buf[props_start : props_start + props_len])) if props_len else {}
