@@ -6,13 +6,13 @@ import asyncio
 import logging
 import threading
 import time
-from collections import defaultdict
 from typing import Any
 
 from dataplane.clients import ClientRegistry
 from dataplane.config import BrokerSettings
 from dataplane.errors import GroupNotFound, TopicNotFound
 from dataplane.ha_writes import build_ha
+from dataplane.long_polling import EVERY, LongPolls, Parked
 from dataplane.metadata import GroupConfig, MetadataStore, TopicConfig
 from dataplane.pop import PopState
 from dataplane.receipt import ReceiptCodec, load_or_create_secret
@@ -71,7 +71,8 @@ class Broker:
         self.closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
-        self._waiters: dict[str, set[asyncio.Future[None]]] = defaultdict(set)
+        self._polls = LongPolls()
+        self._wakes_due: set[str] = set()
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -128,8 +129,8 @@ class Broker:
         self.tracer.stop()
         if self._transaction_checks is not None:
             self._transaction_checks.stop()
-        for topic in list(self._waiters):
-            self.wake(topic)
+        for topic in self._polls.topics():
+            self._polls.wake_all(topic)
         self.clients.close_streams()
 
     def close(self) -> None:
@@ -153,36 +154,51 @@ class Broker:
         # Runs on the thread that appended: the loop thread for SendMessage (wake at once, no
         # self-pipe write), a store/replication thread otherwise. Nobody waiting: nothing to do; a
         # waiter registered after this check polls the store afterwards and sees the new messages.
-        if topic not in self._waiters:
+        if topic not in self._polls:
             return
         loop = self._loop
         if loop is None or loop.is_closed():
             return
         if threading.get_ident() == self._loop_thread:
-            self.wake(topic)
+            self._defer_wake(topic)
             return
         try:
-            loop.call_soon_threadsafe(self.wake, topic)
+            loop.call_soon_threadsafe(self._defer_wake, topic)
         except RuntimeError:
             pass  # loop closed between the check and the call (shutdown)
 
+    def _defer_wake(self, topic: str) -> None:
+        # One wake per topic per loop pass: a batch dispatches each of its queues separately, and
+        # one woken receive looks at every queue (and hands the wake on when it leaves messages).
+        if not self._wakes_due:
+            assert self._loop is not None
+            self._loop.call_soon(self._wake_due)
+        self._wakes_due.add(topic)
+
+    def _wake_due(self) -> None:
+        topics, self._wakes_due = self._wakes_due, set()
+        for topic in topics:
+            self._polls.wake(topic)
+
     def wake(self, topic: str) -> None:
-        for fut in self._waiters.pop(topic, set()):
-            if not fut.done():
-                fut.set_result(None)
+        """New messages on ``topic`` (or one became receivable): one parked receive per group looks."""
+        self._polls.wake(topic)
 
-    def waiter(self, topic: str) -> asyncio.Future[None]:
+    def wake_all(self, topic: str) -> None:
+        """Every parked receive and pull of ``topic`` looks again (its positions were reset)."""
+        self._polls.wake_all(topic)
+
+    def waiter(self, topic: str, group: str = EVERY) -> Parked:
+        """Park a long poll on ``topic`` for ``group`` (dataplane.long_polling); await its future."""
         assert self._loop is not None
-        fut: asyncio.Future[None] = self._loop.create_future()
-        self._waiters[topic].add(fut)
-        return fut
+        return self._polls.park(self._loop, topic, group)
 
-    def drop_waiter(self, topic: str, fut: asyncio.Future[None]) -> None:
-        waiters = self._waiters.get(topic)
-        if waiters is not None:
-            waiters.discard(fut)
-            if not waiters:
-                self._waiters.pop(topic, None)
+    def pass_wake(self, parked: Parked, wake: int) -> None:
+        """Hand on a wake that reached ``parked`` to the next member of its group parked before it."""
+        self._polls.pass_on(parked.topic, parked.key, wake)
+
+    def drop_waiter(self, parked: Parked) -> None:
+        self._polls.drop(parked)
 
     # Configuration lookups
 

@@ -482,15 +482,23 @@ async def receive_message(
             raise BadRequest(f"batch_size must be 1..{s.max_receive_batch}")
         deadline = _poll_deadline_ms(broker, request, context)
         popped: list[_Popped] = []
+        takes_all = flt.tags is None and flt.sql is None
+        wake: int | None = None  # the wake that reached this receive, until it is handed on
         while not broker.closing:
-            waiter = broker.waiter(topic_name)
+            parked = broker.waiter(topic_name, group.name)
             try:
                 dlq: list[Any] = []
                 assert broker.pop is not None
-                with broker.pop.batch():
-                    popped = _try_pop(
-                        broker, group, topic_name, topic.queue_count, flt, batch, invisible_ms, dlq
-                    )
+                try:
+                    with broker.pop.batch():
+                        popped = _try_pop(
+                            broker, group, topic_name, topic.queue_count, flt, batch, invisible_ms, dlq
+                        )
+                finally:
+                    # Other members of the group may find what this one did not take.
+                    if wake is not None and (not popped or len(popped) >= batch or not takes_all):
+                        broker.pass_wake(parked, wake)
+                    wake = None
                 for stored, attempts in dlq:
                     await _to_dlq(broker, group.name, stored, attempts, why="out of delivery attempts")
                 if popped:
@@ -503,9 +511,13 @@ async def receive_message(
                 if next_due is not None:
                     wait_ms = min(wait_ms, max(next_due - now, 5))
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(waiter, wait_ms / 1000)
+                    wake = await asyncio.wait_for(parked.future, wait_ms / 1000)
             finally:
-                broker.drop_waiter(topic_name, waiter)
+                broker.drop_waiter(parked)
+                reached = parked.future
+                if wake is None and reached.done() and not reached.cancelled():
+                    # a wake came while this receive was busy and it leaves now: hand it on
+                    broker.pass_wake(parked, reached.result())
     except BrokerError as exc:
         yield svc.ReceiveMessageResponse(status=status_of(exc))
         yield svc.ReceiveMessageResponse(delivery_timestamp=_ts(_now_ms()))

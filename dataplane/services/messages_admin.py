@@ -290,7 +290,7 @@ class MessageAdminServicer(messages_pb2_grpc.MessageAdminServicer):  # type: ign
                     pop.reset(member, request.topic, qid, int(offset))
                 store.consumer_offsets.commit(request.group, request.topic, qid, int(offset))
                 out.queues.append(m.QueuePoint(queue_id=qid, offset=int(offset)))
-        self.broker.wake(request.topic)  # long polls look again from the new place at once
+        self.broker.wake_all(request.topic)  # long polls look again from the new place at once
         logger.info(
             "offsets of %s on %s reset (%s)", request.group, request.topic, m.ResetTarget.Name(target)
         )

@@ -102,7 +102,7 @@ async def pull_message(
         # A pull far behind reads its records from an in-sync replica (docs/ha.md).
         read = await far_behind_reader(broker, topic, qid, request.offset, batch, flt.tags)
         while True:
-            waiter = broker.waiter(topic)
+            parked = broker.waiter(topic)  # a pull waits on its own queue: every wake reaches it
             try:
                 result = broker.store.get_messages(
                     topic,
@@ -119,9 +119,9 @@ async def pull_message(
                 if result.messages or progressed or time.monotonic() >= deadline or broker.closing:
                     break
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(waiter, max(deadline - time.monotonic(), 0))
+                    await asyncio.wait_for(parked.future, max(deadline - time.monotonic(), 0))
             finally:
-                broker.drop_waiter(topic, waiter)
+                broker.drop_waiter(parked)
     except BrokerError as exc:
         yield svc.PullMessageResponse(status=status_of(exc))
         return
