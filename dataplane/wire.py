@@ -148,6 +148,7 @@ def add_servicer(
             behavior, response_serializer=resp_cls.SerializeToString
         )
         handlers[m.name] = handler
+    # Generic handlers only. Registering the methods too (add_registered_method_handlers) saves a dict
+    # lookup per call, but grpc.aio's accept loop then waits on one pending request per registered
+    # method, and asyncio.wait over all of them (about 50 here) on every call costs far more.
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
-    # registered methods skip the generic lookup per call (grpcio >= 1.63; missing from the stubs)
-    server.add_registered_method_handlers(service.full_name, handlers)  # type: ignore[attr-defined]
