@@ -14,6 +14,8 @@ Figures (``--json PATH`` writes them):
 - e2e_p99_ms_at_300_msgs_per_s   single sends paced at 300 msgs/s (below the single-send ceiling)
 - e2e_send_p99_ms(_at_300_msgs_per_s) / e2e_single_send_p99_ms   send -> answer in those runs
 - grpc_ceiling_msgs_per_s / grpc_ceiling_single_msgs_per_s   the bare server, same requests
+- (grpc_ceiling_)cpu_us_per_call_at_R  server CPU per single-message SendMessage paced at R calls/s
+                                 (our broker / the bare server): what each call of the e2e runs costs
 - grpc_ceiling_consume_msgs_per_s  the same consume loop against the bare server, which streams a
                                  prepared message per slot and stores nothing (the framework's cost)
 - nats_publish_msgs_per_s / nats_consume_msgs_per_s / rabbitmq_quorum_publish_msgs_per_s  peers
@@ -58,6 +60,7 @@ BODY = os.urandom(1024)
 TOPIC = "bench"
 GROUP = "bench-group"
 QUEUES = 8
+PIDS: dict[str, int] = {}  # server process of each target, for its CPU time
 
 
 def free_port() -> int:
@@ -115,8 +118,9 @@ def our_broker(flush: str) -> Iterator[str]:
         "--dev",
     ]
     try:
-        with process(argv, port):
+        with process(argv, port) as proc:
             target = f"127.0.0.1:{port}"
+            PIDS[target] = proc.pid
             with grpc.insecure_channel(target) as channel:
                 admin = admin_pb2_grpc.BrokerAdminStub(channel)
                 admin.CreateTopic(
@@ -184,6 +188,9 @@ async def send_all(
     return time.perf_counter() - started
 
 
+PACED_RATES = (1000, 3000)  # single-message SendMessage calls per second, for the CPU per call
+
+
 def receive_request(group: str, topic: str, batch: int, invisible_s: int) -> svc.ReceiveMessageRequest:
     """A POP receive of up to ``batch`` messages from any queue, long-polling 2 s."""
     request = svc.ReceiveMessageRequest(
@@ -239,6 +246,34 @@ async def consume(target: str, count: int, batch: int = 32, in_flight: int = 4) 
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(in_flight)))
         return received / (time.perf_counter() - started)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (all its threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def cpu_per_call(target: str, pid: int, rate: int, seconds: float) -> float:
+    """Server CPU microseconds per single-message SendMessage, paced at ``rate`` calls/s.
+
+    What one call costs the server when calls arrive spread out (as in the e2e runs), not back to
+    back: the framework's share is measured the same way against the bare server."""
+    count = int(rate * seconds)
+    async with stub(target) as s:
+        await s.SendMessage(svc.SendMessageRequest(messages=[message(0)]), timeout=10)
+        before = cpu_seconds(pid)
+        start = time.monotonic()
+        calls = []
+        for i in range(count):
+            delay = start + i / rate - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            request = svc.SendMessageRequest(messages=[message(i)])
+            calls.append(asyncio.ensure_future(s.SendMessage(request, timeout=30)))
+        await asyncio.gather(*calls)
+        return (cpu_seconds(pid) - before) / count * 1e6
 
 
 def p99(values: list[float]) -> float:
@@ -355,12 +390,18 @@ async def run(quick: bool) -> dict[str, Any]:
     results: dict[str, Any] = {}
 
     port = free_port()
-    with process([sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(port)], port):
+    with process([sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(port)], port) as bare:
+        for rate in PACED_RATES:
+            results[f"grpc_ceiling_cpu_us_per_call_at_{rate}"] = await cpu_per_call(
+                f"127.0.0.1:{port}", bare.pid, rate, 2
+            )
         results["grpc_ceiling_msgs_per_s"] = await produce(f"127.0.0.1:{port}", n_batched, 64, 8)
         results["grpc_ceiling_single_msgs_per_s"] = await produce(f"127.0.0.1:{port}", n_single, 1, 16)
         results["grpc_ceiling_consume_msgs_per_s"] = await consume(f"127.0.0.1:{port}", n_batched)
 
     with our_broker("async") as target:
+        for rate in PACED_RATES:
+            results[f"cpu_us_per_call_at_{rate}"] = await cpu_per_call(target, PIDS[target], rate, 2)
         results["produce_batched_msgs_per_s"] = await produce(target, n_batched, 64, 8)
         results["produce_single_msgs_per_s"] = await produce(target, n_single, 1, 16)
         results["consume_msgs_per_s"] = await consume(target, n_batched)
