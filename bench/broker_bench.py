@@ -384,6 +384,21 @@ async def e2e_latency(
     return p99(latencies), p99(sent)
 
 
+async def run_calls_only() -> dict[str, Any]:
+    """Only the CPU-per-call phases, bare server and ours (``--calls-only``: quick A/B of the call path)."""
+    results: dict[str, Any] = {}
+    port = free_port()
+    with process([sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(port)], port) as bare:
+        for rate in PACED_RATES:
+            results[f"grpc_ceiling_cpu_us_per_call_at_{rate}"] = await cpu_per_call(
+                f"127.0.0.1:{port}", bare.pid, rate, 2
+            )
+    with our_broker("async") as target:
+        for rate in PACED_RATES:
+            results[f"cpu_us_per_call_at_{rate}"] = await cpu_per_call(target, PIDS[target], rate, 2)
+    return results
+
+
 async def run(quick: bool) -> dict[str, Any]:
     n_batched = 30_000 if quick else 200_000
     n_single = 5_000 if quick else 40_000
@@ -457,8 +472,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller runs, within 120 s")
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--calls-only", action="store_true", help="only the CPU-per-call phases")
     args = parser.parse_args()
-    results = asyncio.run(run(args.quick))
+    results = asyncio.run(run_calls_only() if args.calls_only else run(args.quick))
     text = json.dumps(results, indent=2, default=float)
     sys.stdout.write(text + "\n")
     if args.json:
