@@ -22,6 +22,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from dataplane.names import DLQ_PREFIX, RETRY_PREFIX
@@ -66,6 +67,9 @@ class TraceEvent(NamedTuple):
     detail: str = ""
 
 
+_MESSAGE_ID = itemgetter(0)  # of a TraceEvent
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -104,14 +108,13 @@ class MessageTracer:
         )
 
     def _take(self) -> list[list[TraceEvent]]:
-        batches: list[list[TraceEvent]] = []
         pending = self._pending
-        while pending:
-            batch: list[TraceEvent] = []
-            while pending and len(batch) < _BATCH:
-                batch.append(pending.popleft())
-            batches.append(batch)
-        return batches
+        events = [pending.popleft() for _ in range(len(pending))]
+        # A message's events of one flush go to the same record (the sort is stable: each keeps its
+        # order), so the record is indexed once for it rather than once per record holding one of
+        # them: with concurrent consumers a delivery and its ack used to land in different records.
+        events.sort(key=_MESSAGE_ID)
+        return [events[i : i + _BATCH] for i in range(0, len(events), _BATCH)]
 
     @staticmethod
     def _to_store(batch: list[TraceEvent]) -> Any:

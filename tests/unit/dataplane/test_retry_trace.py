@@ -102,6 +102,24 @@ def test_tracer_buffers_batches_and_bounds(tmp_path: Path) -> None:
     assert sum(1 for r in store.records) == 1 + 2  # 100 events: two records of at most 64
 
 
+def test_a_message_s_events_of_one_flush_share_a_record() -> None:
+    # Four consumers interleave: deliveries of one batch, acks of another. Each message's events of
+    # a flush go to one record, so each record is indexed once per message it holds.
+    store = _Store()
+    tracer = MessageTracer(store)
+    for i in range(32):
+        tracer.record(f"a{i:02d}", "ns%t", "delivered", group="ns%g", attempt=1)
+        tracer.record(f"b{i:02d}", "ns%t", "acked", group="ns%g", attempt=1)
+    for i in range(32):
+        tracer.record(f"a{i:02d}", "ns%t", "acked", group="ns%g", attempt=1)
+        tracer.record(f"b{i:02d}", "ns%t", "delivered", group="ns%g", attempt=2)
+    tracer.flush()
+    keys = [r.properties["KEYS"].split() for r in store.records]
+    assert len(store.records) == 2 and sum(map(len, keys)) == 64  # 64 messages, each indexed once
+    # and a message's events keep their order
+    assert [e.event for e in tracer.events("b05", "ns%t")] == ["acked", "delivered"]
+
+
 def test_stored_event_is_read_from_the_store(tmp_path: Path) -> None:
     """A send writes no trace record: "stored" comes from the message's earliest copy per topic."""
     from dataplane.store import MessageStore, MessageStoreConfig, MessageToStore
