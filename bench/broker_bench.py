@@ -49,6 +49,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import peers  # noqa: E402
+from procfs import cpu_seconds  # noqa: E402
 
 from mqcloud import AsyncProducer, BatchingOptions, ClientConfig, Message  # noqa: E402
 from mqcloud.admin.v1 import admin_pb2, admin_pb2_grpc  # noqa: E402
@@ -60,7 +61,7 @@ BODY = os.urandom(1024)
 TOPIC = "bench"
 GROUP = "bench-group"
 QUEUES = 8
-PIDS: dict[str, int] = {}  # server process of each target, for its CPU time
+PACED_RATES = (1000, 3000)  # single-message SendMessage calls per second, for the CPU per call
 
 
 def free_port() -> int:
@@ -97,7 +98,7 @@ def process(argv: list[str], port: int) -> Iterator[subprocess.Popen[bytes]]:
 
 
 @contextlib.contextmanager
-def our_broker(flush: str) -> Iterator[str]:
+def our_broker(flush: str) -> Iterator[tuple[str, int]]:
     port = free_port()
     data_dir = Path(tempfile.mkdtemp(prefix=f"mqbench-{flush}-"))
     argv = [
@@ -120,7 +121,6 @@ def our_broker(flush: str) -> Iterator[str]:
     try:
         with process(argv, port) as proc:
             target = f"127.0.0.1:{port}"
-            PIDS[target] = proc.pid
             with grpc.insecure_channel(target) as channel:
                 admin = admin_pb2_grpc.BrokerAdminStub(channel)
                 admin.CreateTopic(
@@ -130,7 +130,7 @@ def our_broker(flush: str) -> Iterator[str]:
                 )
                 for group in (GROUP, GROUP + "-e2e"):
                     admin.CreateGroup(admin_pb2.CreateGroupRequest(group=admin_pb2.Group(name=group)))
-            yield target
+            yield target, proc.pid
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
 
@@ -186,9 +186,6 @@ async def send_all(
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(in_flight)))
     return time.perf_counter() - started
-
-
-PACED_RATES = (1000, 3000)  # single-message SendMessage calls per second, for the CPU per call
 
 
 def receive_request(group: str, topic: str, batch: int, invisible_s: int) -> svc.ReceiveMessageRequest:
@@ -248,13 +245,6 @@ async def consume(target: str, count: int, batch: int = 32, in_flight: int = 4) 
         return received / (time.perf_counter() - started)
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (all its threads)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def cpu_per_call(target: str, pid: int, rate: int, seconds: float) -> float:
     """Server CPU microseconds per single-message SendMessage, paced at ``rate`` calls/s.
 
@@ -274,6 +264,13 @@ async def cpu_per_call(target: str, pid: int, rate: int, seconds: float) -> floa
             calls.append(asyncio.ensure_future(s.SendMessage(request, timeout=30)))
         await asyncio.gather(*calls)
         return (cpu_seconds(pid) - before) / count * 1e6
+
+
+async def cpu_per_call_figures(target: str, pid: int, prefix: str) -> dict[str, float]:
+    """``{prefix}cpu_us_per_call_at_R`` for each of PACED_RATES (2 s each)."""
+    return {
+        f"{prefix}cpu_us_per_call_at_{rate}": await cpu_per_call(target, pid, rate, 2) for rate in PACED_RATES
+    }
 
 
 def p99(values: list[float]) -> float:
@@ -386,16 +383,11 @@ async def e2e_latency(
 
 async def run_calls_only() -> dict[str, Any]:
     """Only the CPU-per-call phases, bare server and ours (``--calls-only``: quick A/B of the call path)."""
-    results: dict[str, Any] = {}
     port = free_port()
     with process([sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(port)], port) as bare:
-        for rate in PACED_RATES:
-            results[f"grpc_ceiling_cpu_us_per_call_at_{rate}"] = await cpu_per_call(
-                f"127.0.0.1:{port}", bare.pid, rate, 2
-            )
-    with our_broker("async") as target:
-        for rate in PACED_RATES:
-            results[f"cpu_us_per_call_at_{rate}"] = await cpu_per_call(target, PIDS[target], rate, 2)
+        results = await cpu_per_call_figures(f"127.0.0.1:{port}", bare.pid, "grpc_ceiling_")
+    with our_broker("async") as (target, pid):
+        results |= await cpu_per_call_figures(target, pid, "")
     return results
 
 
@@ -406,17 +398,13 @@ async def run(quick: bool) -> dict[str, Any]:
 
     port = free_port()
     with process([sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(port)], port) as bare:
-        for rate in PACED_RATES:
-            results[f"grpc_ceiling_cpu_us_per_call_at_{rate}"] = await cpu_per_call(
-                f"127.0.0.1:{port}", bare.pid, rate, 2
-            )
+        results |= await cpu_per_call_figures(f"127.0.0.1:{port}", bare.pid, "grpc_ceiling_")
         results["grpc_ceiling_msgs_per_s"] = await produce(f"127.0.0.1:{port}", n_batched, 64, 8)
         results["grpc_ceiling_single_msgs_per_s"] = await produce(f"127.0.0.1:{port}", n_single, 1, 16)
         results["grpc_ceiling_consume_msgs_per_s"] = await consume(f"127.0.0.1:{port}", n_batched)
 
-    with our_broker("async") as target:
-        for rate in PACED_RATES:
-            results[f"cpu_us_per_call_at_{rate}"] = await cpu_per_call(target, PIDS[target], rate, 2)
+    with our_broker("async") as (target, pid):
+        results |= await cpu_per_call_figures(target, pid, "")
         results["produce_batched_msgs_per_s"] = await produce(target, n_batched, 64, 8)
         results["produce_single_msgs_per_s"] = await produce(target, n_single, 1, 16)
         results["consume_msgs_per_s"] = await consume(target, n_batched)
@@ -430,7 +418,7 @@ async def run(quick: bool) -> dict[str, Any]:
         single, single_send = await e2e_latency(target, rate=5000, seconds=2 if quick else 10)
         results["e2e_single_p99_ms"] = single
         results["e2e_single_send_p99_ms"] = single_send
-    with our_broker("sync") as target:
+    with our_broker("sync") as (target, _):
         results["produce_sync_flush_msgs_per_s"] = await produce(target, n_batched // 2, 64, 8)
 
     try:

@@ -37,6 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.procfs import cpu_seconds
 from dataplane.store import MessageStoreConfig, MessageToStore
 from dataplane.store.tiered import ObjectStoreSettings, TierConfig, TieredMessageStore
 
@@ -169,17 +170,6 @@ def bench_reads(work: Path, endpoint: str, total: int) -> dict[str, object]:
         store.shutdown()
 
 
-def _cpu_s(pid: int | None) -> float:
-    """CPU seconds (user + system) used so far by process ``pid`` (0 when it is gone)."""
-    if pid is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def bench_producer(work: Path, endpoint: str, total: int, rounds: int, moto_pid: int) -> dict[str, object]:
     """``rounds`` appends of ``total`` bytes while the offloader works through a backlog at
     OFFLOAD_RATE (paced by the offloader itself), against ``rounds`` without offload (half before,
@@ -208,12 +198,12 @@ def bench_producer(work: Path, endpoint: str, total: int, rounds: int, moto_pid:
         thread = threading.Thread(target=offload)
         thread.start()
         time.sleep(0.05)
-        cpu_before = (_cpu_s(moto_pid), _cpu_s(worker_pid), time.process_time())
+        cpu_before = (cpu_seconds(moto_pid), cpu_seconds(worker_pid), time.process_time())
         began = time.perf_counter()
         with_offload = [fill(store, total, 200 + r) for r in range(rounds)]
         wall = time.perf_counter() - began
-        moto_cpu = _cpu_s(moto_pid) - cpu_before[0]
-        worker_cpu = _cpu_s(worker_pid) - cpu_before[1]
+        moto_cpu = cpu_seconds(moto_pid) - cpu_before[0]
+        worker_cpu = cpu_seconds(worker_pid) - cpu_before[1]
         own_cpu = time.process_time() - cpu_before[2]
         stop.set()
         thread.join()

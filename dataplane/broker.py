@@ -151,9 +151,9 @@ class Broker:
     # Long polling
 
     def _on_dispatch(self, topic: str, queue_id: int, new_max_offset: int) -> None:
-        # Runs on the thread that appended: the loop thread for SendMessage (wake at once, no
-        # self-pipe write), a store/replication thread otherwise. Nobody waiting: nothing to do; a
-        # waiter registered after this check polls the store afterwards and sees the new messages.
+        # Runs on the thread that appended: the loop thread for SendMessage (the wake goes out at the
+        # loop's next pass, no self-pipe write), a store/replication thread otherwise. Nobody waiting:
+        # nothing to do; a waiter registered after this check polls the store itself afterwards.
         if topic not in self._polls:
             return
         loop = self._loop
