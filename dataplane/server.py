@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import cProfile
+import faulthandler
 import logging
 import os
 import signal
+import time
+from collections.abc import Awaitable, Callable
 
 import grpc
 
@@ -25,6 +28,9 @@ from mqcloud.apache.rocketmq.v2 import service_pb2
 __all__ = ("PROFILE_ENV", "BrokerServer", "run")
 
 PROFILE_ENV = "MQ_BROKER_PROFILE"
+# Each asynchronous step of a stop, beyond the gRPC grace period, gets this long before the stop goes
+# on without it: SIGTERM must end the process (a rolling upgrade waits on it), whatever one part hangs on.
+STOP_STEP_S = 10.0
 
 logger = logging.getLogger(__name__)
 
@@ -99,16 +105,41 @@ class BrokerServer:
         await self.server.start()
 
     async def stop(self) -> None:
-        self.broker.begin_shutdown()
-        await self.server.stop(self.settings.grace_seconds)
-        if self.broker.ha is not None:
-            await self.broker.ha.stop()
+        grace = self.settings.grace_seconds
+        # A stop that overruns every bound below writes each thread's stack to stderr (the log).
+        faulthandler.dump_traceback_later(grace + 3 * STOP_STEP_S + 5, exit=False)
         try:
-            await self.guard.stop()
+            self.broker.begin_shutdown()
+            await _bounded("the gRPC server", self.server.stop(grace), grace + STOP_STEP_S)
+            if self.broker.ha is not None:
+                await _bounded("replication", self.broker.ha.stop(), STOP_STEP_S)
+            try:
+                await _bounded("metering and quotas", self.guard.stop(), STOP_STEP_S)
+            finally:
+                started = time.monotonic()
+                self.broker.close()
+                _log_slow("the store", started)
+                if self._profile is not None:
+                    self._profile.dump()
         finally:
-            self.broker.close()
-            if self._profile is not None:
-                self._profile.dump()
+            faulthandler.cancel_dump_traceback_later()
+
+
+async def _bounded(what: str, step: Awaitable[None], limit: float) -> None:
+    """One step of a stop: waited for at most ``limit`` s, its time logged when it was slow."""
+    started = time.monotonic()
+    try:
+        await asyncio.wait_for(step, limit)
+    except TimeoutError:
+        logger.error("stopping: %s did not stop within %.0fs; going on without it", what, limit)
+        return
+    _log_slow(what, started)
+
+
+def _log_slow(what: str, started: float) -> None:
+    took = time.monotonic() - started
+    if took >= 1.0:
+        logger.warning("stopping: %s took %.1fs", what, took)
 
 
 class _Profile:
@@ -153,8 +184,9 @@ def _start_metrics(address: str) -> None:
     start_http_server(int(port), addr=host or "0.0.0.0")
 
 
-async def run(settings: BrokerSettings) -> None:
-    """Serve until SIGTERM/SIGINT, then stop accepting, finish in-flight calls, flush, return."""
+async def run(settings: BrokerSettings, announce: Callable[[str], None] = logger.info) -> None:
+    """Serve until SIGTERM/SIGINT, then stop accepting, finish in-flight calls, flush, return.
+    ``announce`` gets the lines a supervisor waits for (``broker listening on HOST:PORT``)."""
     server = BrokerServer(settings)
     await server.start()
     _start_metrics(settings.metrics_listen)
@@ -162,13 +194,17 @@ async def run(settings: BrokerSettings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    # announced only once a SIGTERM would stop it gracefully (flushing the metering journal)
+    # `kill -USR2 PID`: every thread's stack to stderr, for a node that looks stuck (jstack's job).
+    faulthandler.register(signal.SIGUSR2, all_threads=True)
+    # announced only once a SIGTERM would stop it gracefully (a supervisor may send one at once)
+    if settings.dev_mode:
+        announce("development mode: unsigned requests are admitted")
     host = settings.listen.rpartition(":")[0]
-    logger.info("broker listening on %s:%d", host, server.port)
+    announce(f"broker listening on {host}:{server.port}")
     await stop.wait()
     logger.info("broker stopping (grace %.1fs)", settings.grace_seconds)
     await server.stop()
-    logger.info("broker stopped")
+    announce("broker stopped")
 
 
 def configure_logging(level: str = "INFO") -> None:

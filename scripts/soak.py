@@ -62,6 +62,9 @@ PAYLOAD_BYTES = 256
 # A node-by-node upgrade keeps the group available: a producer may wait for one failover of the
 # master (the controller's master timeout plus a route refresh), never longer.
 UPGRADE_MAX_ACK_GAP_S = 15.0
+# A node being upgraded must have stopped this long after its SIGTERM (its own stop is bounded well
+# below this: dataplane/server.py).
+UPGRADE_STOP_S = 60.0
 
 
 def parse_duration(text: str) -> float:
@@ -250,6 +253,13 @@ class Processes:
             self.cluster.spawn(name, [str(BIN / "mqctl"), "broker", "start", "--config", str(config)], env)
 
 
+def _log_tail(path: Path, lines: int = 80) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as exc:
+        return f"({path}: {exc})"
+
+
 def rss_bytes(pid: int) -> int | None:
     """Anonymous resident memory (heap, stacks) of a process, or None when it is gone."""
     try:
@@ -412,14 +422,26 @@ class RollingRestart(threading.Thread):
             pid = self.procs.pid(node)
             print(f"soak: t={fault.at_s:.0f}s upgrading {node} (pid {pid})", flush=True)
             _signal(pid, signal.SIGTERM)
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + UPGRADE_STOP_S
             while _alive(pid) and time.monotonic() < deadline:  # a zombie child has exited
                 time.sleep(0.1)
             fault.down_s = round(time.monotonic() - started, 1)
+            stopped = not _alive(pid)
+            if not stopped:  # a failed upgrade; killed so that the restart finds its port and store
+                fault.action += f" (still running after {UPGRADE_STOP_S:.0f} s: SIGKILL)"
+                _signal(pid, signal.SIGUSR2)  # the broker writes every thread's stack to its log
+                time.sleep(1)
+                _signal(pid, signal.SIGKILL)
+                killed = time.monotonic() + 10
+                while _alive(pid) and time.monotonic() < killed:
+                    time.sleep(0.1)
             self.procs.restart(node)
             recovered = wait_rejoined(self.state, node, 120)
             fault.recovered_s = None if recovered is None else round(time.monotonic() - started, 1)
-            if recovered is None:
+            if recovered is None or not stopped:
+                fault.recovered_s = None
+                print(f"soak: {node} failed its upgrade; the end of its log:", flush=True)
+                print(_log_tail(self.procs.root / "logs" / f"{node}.log"), flush=True)
                 return
 
 

@@ -36,13 +36,12 @@ def start(
 ) -> None:
     """Start a broker node; SIGTERM/SIGINT stop it gracefully (exit 0)."""
     import asyncio
-    import logging
 
     from pydantic import ValidationError
 
     from cli.output import abort, info
     from dataplane.config import load_settings
-    from dataplane.server import BrokerServer, configure_logging
+    from dataplane.server import configure_logging, run
 
     if metrics_listen is not None and metrics_listen.isdigit() and metrics_listen != "0":
         metrics_listen = f"127.0.0.1:{metrics_listen}"
@@ -59,29 +58,7 @@ def start(
         abort(f"invalid broker settings: {exc}", code=2)
     configure_logging(log_level)
 
-    async def main() -> None:
-        import signal
-
-        from dataplane.server import _start_metrics
-
-        server = BrokerServer(settings)
-        await server.start()
-        _start_metrics(settings.metrics_listen)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        # announced only once a SIGTERM would stop it gracefully (a supervisor may send one at once)
-        host = settings.listen.rpartition(":")[0]
-        if settings.dev_mode:
-            info("development mode: unsigned requests are admitted")
-        info(f"broker listening on {host}:{server.port}")
-        await stop.wait()
-        logging.getLogger("dataplane").info("broker stopping")
-        await server.stop()
-        info("broker stopped")
-
     try:
-        asyncio.run(main())
+        asyncio.run(run(settings, announce=info))
     except OSError as exc:
         abort(f"broker failed to start: {exc}")

@@ -294,6 +294,16 @@ def test_bad_input_keeps_serving(broker: BrokerProcess, admin: BrokerAdminClient
 
 def test_sigterm_exits_zero_during_long_poll(broker: BrokerProcess, admin: BrokerAdminClient, v2: V2) -> None:
     _setup(admin)
+    # SIGUSR2 writes every thread's stack to the log (a node that looks stuck) and changes nothing
+    assert broker.proc is not None
+    broker.proc.send_signal(signal.SIGUSR2)
+    deadline = time.monotonic() + 10
+    while not any("Current thread" in line for line in broker.output) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)  # the rest of the main thread's stack
+    dump = "".join(broker.output)
+    assert "most recent call first" in dump and "dataplane/store/flush.py" in dump, dump[-3000:]
+    assert v2.send("orders", b"after the dump").status.code == pb.Code.OK
     thread = threading.Thread(target=lambda: v2.receive("g1", "orders", poll_s=20), daemon=True)
     thread.start()
     time.sleep(0.5)
