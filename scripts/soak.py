@@ -253,7 +253,7 @@ class Processes:
             self.cluster.spawn(name, [str(BIN / "mqctl"), "broker", "start", "--config", str(config)], env)
 
 
-def _log_tail(path: Path, lines: int = 80) -> str:
+def _log_tail(path: Path, lines: int = 200) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError as exc:

@@ -269,8 +269,11 @@ class TimerMessageStore:
         self._dispatch_wake.set()
         self._scan_wake.set()
         self._checkpoint_wake.set()
+        deadline = time.monotonic() + 15  # one bound for all: a stop must end (server.py)
         for thread in self._threads:
-            thread.join(timeout=30)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                logger.error("timers: thread %s did not stop; going on without it", thread.name)
         self._threads = []
         self.checkpoint()
         assert self.log is not None and self.wheel is not None

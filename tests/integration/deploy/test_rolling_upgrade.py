@@ -43,7 +43,7 @@ def test_broker_group_upgraded_node_by_node_stays_available(tmp_path: Path) -> N
         timeout=560,
         check=False,
     )
-    print(done.stdout[-15000:], done.stderr[-3000:])
+    print(done.stdout[-40000:], done.stderr[-3000:])
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     page = report.read_text()
     assert "**PASS**" in page
