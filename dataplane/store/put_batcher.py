@@ -69,7 +69,10 @@ class AsyncPutBatcher:
             self._pending_bytes[loop] = 0
             loop.call_soon(self._drain, loop)
         pending.append((msgs, future))
-        size = self._pending_bytes[loop] + sum(len(m.body) for m in msgs)
+        # one message per call is the common case: no generator for it
+        size = self._pending_bytes[loop] + (
+            len(msgs[0].body) if len(msgs) == 1 else sum(len(m.body) for m in msgs)
+        )
         self._pending_bytes[loop] = size
         if size >= self._eager_bytes:
             self._drain(loop)  # the call_soon above then finds this batch gone (or the next one)
