@@ -14,7 +14,7 @@ from dataplane.store.errors import CorruptRecordError, OffsetMovedError, StoreEr
 from dataplane.store.index_file import key_hash
 from dataplane.store.message import GetResult, StoredMessage
 from dataplane.store.reader import MAX_FILTER_SCAN
-from dataplane.store.record import HEADER_SIZE, decode_record, tag_hash
+from dataplane.store.record import HEADER_SIZE, Buffer, decode_record, tag_hash
 from dataplane.store.status import GetMessageStatus
 from dataplane.store.tiered import tier_index
 from dataplane.store.tiered.block_cache import BlockCache
@@ -69,7 +69,7 @@ class ColdReader:
             )
         return msg
 
-    def _batch_bytes(self, raw: bytes, hashes: set[int] | None) -> tuple[int, bytes]:
+    def _batch_bytes(self, raw: bytes, hashes: set[int] | None) -> tuple[int, Buffer]:
         """One read covering the records a batch of queue entries points at (same segment, at most
         _BATCH_SPAN bytes), so a sequential reader pays one cache lookup per batch, not per record."""
         wanted = [
@@ -83,18 +83,28 @@ class ColdReader:
         seg = self.view.segment_for(first)
         if seg is None or last > seg.end or not 0 < last - first <= _BATCH_SPAN:
             return -1, b""
-        data = self._read(commitlog_key(seg.start), seg.size, first - seg.start, last - first, 0)
         cache = self.cache
+        try:
+            data = cache.read_view(commitlog_key(seg.start), seg.size, first - seg.start, last - first)
+        except ObjectMissingError as exc:
+            raise OffsetMovedError(f"{commitlog_key(seg.start)} was deleted by tiered retention", 0) from exc
         key = commitlog_key(seg.start)
-        if seg.end - last <= cache.window_bytes(key):
-            # the read-ahead window reaches past the segment's end: continue into the next one
-            nxt = self.view.segment_for(seg.end)
-            if nxt is not None:
-                cache.prefetch(commitlog_key(nxt.start), nxt.size, after=key)
+        if seg.end - last <= 2 * cache.window_bytes(key):
+            # the next window would reach past the segment's end: continue into the next one now,
+            # so the store has the next segment in flight while the reader finishes this one
+            # the next segments, as far as the cache holds them twice over: the store then always
+            # has the reader's next bytes in flight, none of its time is spent waiting for a request
+            after, ahead = key, seg.end
+            for _ in range(cache.lookahead_objects(seg.size)):
+                nxt = self.view.segment_for(ahead)
+                if nxt is None:
+                    break
+                cache.prefetch(commitlog_key(nxt.start), nxt.size, after=after)
                 cache.prefetch(cq_key(nxt.start), nxt.cq_size)
+                after, ahead = commitlog_key(nxt.start), nxt.end
         return first, data
 
-    def _from_batch(self, start: int, data: bytes, physical_offset: int, size: int) -> StoredMessage:
+    def _from_batch(self, start: int, data: Buffer, physical_offset: int, size: int) -> StoredMessage:
         rel = physical_offset - start
         if start < 0 or rel < 0 or rel + size > len(data):
             return self.read_message(physical_offset, size)

@@ -139,7 +139,7 @@ class FlakyStore:
     def head(self, key: str) -> ObjectInfo:
         return self.inner.head(key)
 
-    def get_range(self, key: str, start: int, length: int) -> bytes:
+    def get_range(self, key: str, start: int, length: int) -> bytes | memoryview:
         if self.down:
             raise ObjectStoreUnavailableError("down")
         return self.inner.get_range(key, start, length)
