@@ -90,10 +90,9 @@ class ColdReader:
             raise OffsetMovedError(f"{commitlog_key(seg.start)} was deleted by tiered retention", 0) from exc
         key = commitlog_key(seg.start)
         if seg.end - last <= 2 * cache.window_bytes(key):
-            # the next window would reach past the segment's end: continue into the next one now,
-            # so the store has the next segment in flight while the reader finishes this one
-            # the next segments, as far as the cache holds them twice over: the store then always
-            # has the reader's next bytes in flight, none of its time is spent waiting for a request
+            # the next window would reach past the segment's end: continue into the next segments,
+            # as many as half the cache holds, so the store always has the reader's next bytes in
+            # flight and none of its time goes to waiting for a request
             after, ahead = key, seg.end
             for _ in range(cache.lookahead_objects(seg.size)):
                 nxt = self.view.segment_for(ahead)

@@ -220,11 +220,12 @@ class GatedStore(CountingStore):
         self.broken = False
 
     def get_range(self, key: str, start: int, length: int) -> bytes | memoryview:
+        self.gets.append((start, length))
         try:
             self.barrier.wait()
         except threading.BrokenBarrierError:
             self.broken = True
-        return super().get_range(key, start, length)
+        return self.inner.get_range(key, start, length)
 
 
 def test_a_miss_starts_the_read_ahead_before_it_waits_for_its_own_block(tmp_path: Path) -> None:
