@@ -65,37 +65,33 @@ class BlockCache:
 
     def read(self, key: str, object_size: int, position: int, length: int) -> bytes:
         """``length`` bytes at ``position`` of object ``key`` (fewer only at the object's end)."""
-        data = self.read_view(key, object_size, position, length)
-        return data if type(data) is bytes else bytes(data)
+        views = self.read_views(key, object_size, position, length)
+        if len(views) == 1:
+            return bytes(views[0][1])
+        return b"".join(view for _, view in views)
 
-    def read_view(
+    def read_views(
         self, key: str, object_size: int, position: int, length: int
-    ) -> bytes | bytearray | memoryview:
-        """As :meth:`read`, without copying when the range lies in one block: a read-only view of
-        the cached block (a batch of records is decoded from it, one body copied at a time)."""
+    ) -> list[tuple[int, memoryview]]:
+        """The same range as read-only views of the cached blocks it spans, each with the position
+        of its first byte in the object: nothing copied (a batch of records is decoded from them;
+        a record across two blocks is in neither view whole, and is read with :meth:`read`)."""
         if position < 0 or length < 0:
             raise StoreError(f"{key}: bad range {position}+{length}")
         end = min(position + length, object_size)
         if position >= end:
-            return b""
+            return []
         bs = self.block_size
         first, last = position // bs, (end - 1) // bs
         # read-ahead first: its GET then runs while this reader waits for its own block (a miss)
         self._maybe_prefetch(key, object_size, first, last)
-        if first == last:
-            data = self._block(key, object_size, first)
-            offset = position - first * bs
-            return data[offset : offset + (end - position)]
-        # several blocks: copy only the wanted bytes of each, once
-        out = bytearray(end - position)
-        at = 0
+        views = []
         for n in range(first, last + 1):
             block = self._block(key, object_size, n)
             lo = max(position - n * bs, 0)
             hi = min(end - n * bs, len(block))
-            out[at : at + hi - lo] = block[lo:hi]
-            at += hi - lo
-        return out
+            views.append((n * bs + lo, block[lo:hi]))
+        return views
 
     def _block(self, key: str, object_size: int, number: int) -> memoryview:
         bkey = (key, number)
@@ -261,6 +257,15 @@ class BlockCache:
             self._last_block.pop(key, None)
             self._frontier.pop(key, None)
             self._window.pop(key, None)
+
+    def clear(self) -> None:
+        """Forget every cached block and every reader's read-ahead state (in-flight GETs finish and
+        are cached as usual)."""
+        with self._lock:
+            self._blocks.clear()
+            self._last_block.clear()
+            self._frontier.clear()
+            self._window.clear()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

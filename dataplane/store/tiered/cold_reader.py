@@ -14,7 +14,7 @@ from dataplane.store.errors import CorruptRecordError, OffsetMovedError, StoreEr
 from dataplane.store.index_file import key_hash
 from dataplane.store.message import GetResult, StoredMessage
 from dataplane.store.reader import MAX_FILTER_SCAN
-from dataplane.store.record import HEADER_SIZE, Buffer, decode_record, tag_hash
+from dataplane.store.record import HEADER_SIZE, decode_record, tag_hash
 from dataplane.store.status import GetMessageStatus
 from dataplane.store.tiered import tier_index
 from dataplane.store.tiered.block_cache import BlockCache
@@ -69,23 +69,24 @@ class ColdReader:
             )
         return msg
 
-    def _batch_bytes(self, raw: bytes, hashes: set[int] | None) -> tuple[int, Buffer]:
+    def _batch_views(self, raw: bytes, hashes: set[int] | None) -> list[tuple[int, memoryview]]:
         """One read covering the records a batch of queue entries points at (same segment, at most
-        _BATCH_SPAN bytes), so a sequential reader pays one cache lookup per batch, not per record."""
+        _BATCH_SPAN bytes), so a sequential reader pays one cache lookup per batch, not per record:
+        views of the cached blocks, each with the physical offset of its first byte."""
         wanted = [
             (phys, size)
             for phys, size, thash in CQ_ENTRY.iter_unpack(raw)
             if size > 0 and (hashes is None or thash in hashes)
         ]
         if len(wanted) < 2:
-            return -1, b""
+            return []
         first, last = wanted[0][0], wanted[-1][0] + wanted[-1][1]
         seg = self.view.segment_for(first)
         if seg is None or last > seg.end or not 0 < last - first <= _BATCH_SPAN:
-            return -1, b""
+            return []
         cache = self.cache
         try:
-            data = cache.read_view(commitlog_key(seg.start), seg.size, first - seg.start, last - first)
+            views = cache.read_views(commitlog_key(seg.start), seg.size, first - seg.start, last - first)
         except ObjectMissingError as exc:
             raise OffsetMovedError(f"{commitlog_key(seg.start)} was deleted by tiered retention", 0) from exc
         key = commitlog_key(seg.start)
@@ -101,20 +102,24 @@ class ColdReader:
                 cache.prefetch(commitlog_key(nxt.start), nxt.size, after=after)
                 cache.prefetch(cq_key(nxt.start), nxt.cq_size)
                 after, ahead = commitlog_key(nxt.start), nxt.end
-        return first, data
+        return [(seg.start + at, view) for at, view in views]
 
-    def _from_batch(self, start: int, data: Buffer, physical_offset: int, size: int) -> StoredMessage:
-        rel = physical_offset - start
-        if start < 0 or rel < 0 or rel + size > len(data):
-            return self.read_message(physical_offset, size)
-        self.reads += 1
-        msg = decode_record(data, rel, rel + size, self.msg_id_prefix, True)
-        if msg.physical_offset != physical_offset:
-            raise CorruptRecordError(
-                f"tier record at {physical_offset}: expected PHYSICALOFFSET {physical_offset}, "
-                f"found {msg.physical_offset}"
-            )
-        return msg
+    def _from_batch(
+        self, views: list[tuple[int, memoryview]], physical_offset: int, size: int
+    ) -> StoredMessage:
+        for start, data in views:  # one to five blocks
+            rel = physical_offset - start
+            if rel < 0 or rel + size > len(data):
+                continue
+            self.reads += 1
+            msg = decode_record(data, rel, rel + size, self.msg_id_prefix, True)
+            if msg.physical_offset != physical_offset:
+                raise CorruptRecordError(
+                    f"tier record at {physical_offset}: expected PHYSICALOFFSET {physical_offset}, "
+                    f"found {msg.physical_offset}"
+                )
+            return msg
+        return self.read_message(physical_offset, size)  # not in the batch, or across two blocks
 
     def store_timestamp_at(self, physical_offset: int) -> int | None:
         seg = self.view.segment_for(physical_offset)
@@ -216,7 +221,7 @@ class ColdReader:
                 next_offset = skip_to
                 continue
             try:
-                batch_start, batch = self._batch_bytes(raw, hashes)
+                batch = self._batch_views(raw, hashes)
             except OffsetMovedError:
                 return messages, next_offset, True
             for phys, size, thash in CQ_ENTRY.iter_unpack(raw):
@@ -228,7 +233,7 @@ class ColdReader:
                     done = True
                     break
                 try:
-                    msg = self._from_batch(batch_start, batch, phys, size)
+                    msg = self._from_batch(batch, phys, size)
                 except OffsetMovedError:
                     return messages, next_offset, True
                 except CorruptRecordError:

@@ -257,10 +257,15 @@ def test_the_blocks_of_one_get_are_views_of_its_buffer(tmp_path: Path) -> None:
         window = [cache._blocks[("blob", n)] for n in range(1, 9)]
         # one GET of 8 blocks, kept as 8 views of the client's buffer (no copy per block)
         assert len(objects.gets) == 2 and len({id(block.obj) for block in window}) == 1
-        view = cache.read_view("blob", len(blob), 4096 + 10, 100)
-        assert isinstance(view, memoryview) and view.obj is window[0].obj
+        [(at, view)] = cache.read_views("blob", len(blob), 4096 + 10, 100)
+        assert at == 4096 + 10 and view.obj is window[0].obj
         assert bytes(view) == blob[4096 + 10 : 4096 + 110]
-        # a range over two blocks is one contiguous copy
+        # over two blocks: a view of each (what lies in it), or one contiguous copy
+        views = cache.read_views("blob", len(blob), 2 * 4096 - 50, 100)
+        assert [(at, bytes(v)) for at, v in views] == [
+            (2 * 4096 - 50, blob[2 * 4096 - 50 : 2 * 4096]),
+            (2 * 4096, blob[2 * 4096 : 2 * 4096 + 50]),
+        ]
         assert cache.read("blob", len(blob), 2 * 4096 - 50, 100) == blob[2 * 4096 - 50 : 2 * 4096 + 50]
     finally:
         cache.close()
@@ -274,5 +279,22 @@ def test_lookahead_fills_half_the_cache_with_whole_objects() -> None:
         assert cache.lookahead_objects(16 << 20) == 2
         assert cache.lookahead_objects(8 << 20) == 4
         assert cache.lookahead_objects(1 << 30) == 1
+    finally:
+        cache.close()
+
+
+def test_clear_empties_the_cache_and_the_read_ahead_state(tmp_path: Path) -> None:
+    objects = CountingStore(open_object_store(ObjectStoreSettings(url=f"file://{tmp_path}")))
+    blob = os.urandom(8 * 4096)
+    objects.put("blob", blob)
+    cache = BlockCache(objects, 4096, 64 * 4096, prefetch_blocks=0)
+    try:
+        assert cache.read("blob", len(blob), 0, 10) == blob[:10]
+        assert cache.read("blob", len(blob), 0, 10) == blob[:10]
+        assert (cache.misses, len(objects.gets)) == (1, 1)
+        cache.clear()
+        assert cache.cached_bytes == 0
+        assert cache.read("blob", len(blob), 0, 10) == blob[:10]
+        assert (cache.misses, len(objects.gets)) == (2, 2)
     finally:
         cache.close()
