@@ -263,6 +263,17 @@ class CommitLog:
             end += size
         return mf.read(rel, end - rel)
 
+    def is_record_at(self, physical_offset: int) -> bool:
+        """Whether a whole, valid record (magic, lengths, CRC) starts at ``physical_offset``."""
+        mf = self.queue.find(physical_offset)
+        if mf is None:
+            return False
+        try:
+            res = check_record(mf.mm, physical_offset - mf.file_from_offset, self.file_size)
+        except CorruptRecordError:  # BodyCrcError included
+            return False
+        return not isinstance(res, int) and res.physical_offset == physical_offset
+
     def recover(self, start: int, dispatch: Callable[[list[DispatchRequest]], object]) -> int:
         """Scan from ``start`` (a record boundary), validating magic, lengths and CRC, dispatching each
         valid record; truncate everything after the last valid one. Returns the new end offset."""

@@ -50,9 +50,9 @@ class MessageStoreConfig:
     flush_consumer_offset_interval_ms: int = 5000
     # Check the CRC of every record read (RocketMQ checkCRCOnRecover applies to recovery only).
     check_crc_on_read: bool = False
-    # Start-up re-verifies (CRC) at least this many bytes before the checkpoint, from a segment
-    # start, so a bit flip or truncation there is found (RocketMQ checks the last three files);
-    # -1 verifies the whole CommitLog.
+    # Start-up re-verifies (CRC) at least this many bytes before the checkpoint, from a record a
+    # ConsumeQueue points at (from a segment start when none is found), so a bit flip or truncation
+    # there is found (RocketMQ checks the last three files); -1 verifies the whole CommitLog.
     recovery_verify_bytes: int = 256 << 20
 
     def __post_init__(self) -> None:

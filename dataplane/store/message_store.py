@@ -137,8 +137,13 @@ class MessageStore(StoreReader):
         verify = self.config.recovery_verify_bytes
         if verify:
             verify_from = commit_log.min_offset if verify < 0 else max(commit_log.min_offset, start - verify)
-            # segments start on record boundaries: re-scan (and re-dispatch) from one
-            start = max(min(start, verify_from - verify_from % commit_log.file_size), commit_log.min_offset)
+            # re-scan (and re-dispatch) from a record boundary: the last record at or before
+            # verify_from that a ConsumeQueue points at, once checked to be one; else the start of
+            # its segment (segments start on record boundaries), up to a whole segment earlier
+            boundary = self._record_boundary(verify_from) if verify > 0 else None
+            if boundary is None or not commit_log.is_record_at(boundary):
+                boundary = verify_from - verify_from % commit_log.file_size
+            start = max(min(start, boundary), commit_log.min_offset)
         for cq in self.consume_queues.queues.values():
             cq.truncate_physical(start)
             cq.delete_expired(commit_log.min_offset)
@@ -188,6 +193,19 @@ class MessageStore(StoreReader):
             clean,
             checkpoint is not None,
         )
+
+    def _record_boundary(self, at_or_before: int) -> int | None:
+        """The highest CommitLog offset at or before ``at_or_before`` that a ConsumeQueue entry points
+        at (None when none does): a record boundary, unless the queue is damaged."""
+        best = None
+        for cq in self.consume_queues.queues.values():
+            q = cq.first_offset_at_or_after(at_or_before, cq.min_offset, cq.max_offset)
+            for entry in (cq.entry(q), cq.entry(q - 1)):
+                if entry is not None and entry[1] > 0 and entry[0] <= at_or_before:
+                    if best is None or entry[0] > best:
+                        best = entry[0]
+                    break
+        return best
 
     def shutdown(self) -> None:
         """Stop accepting puts, flush everything, write the checkpoint and mark the stop clean."""

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 from dataplane.store import GetMessageStatus, MessageStore, PutMessageStatus
+from dataplane.store.consume_queue import CQ_ENTRY
 from tests.unit.store.conftest import StoreFactory, msg, small_config
 
 
@@ -139,15 +140,44 @@ def test_checkpoint_spares_scan_after_clean_stop(make_store: StoreFactory) -> No
     assert start == end
 
 
-def test_start_up_reverifies_a_window_from_a_segment_start(make_store: StoreFactory) -> None:
+def test_start_up_reverifies_a_window_from_a_record_boundary(make_store: StoreFactory) -> None:
+    store = make_store()
+    _fill(store)
+    starts = sorted(
+        m.physical_offset for q in range(3) for m in store.get_messages("ns%t", q, 0, 1000).messages
+    )
+    store.shutdown()
+    size = store.config.mapped_file_size_commit_log
+    window = size // 2 + 7
+    start, end = _scan_start(store.config.store_dir, recovery_verify_bytes=window)
+    # the last record at or before end - window: at least the window, at most one record more
+    expected = max(p for p in starts if p <= end - window)
+    assert start == expected and start % size != 0
+    start, end = _scan_start(store.config.store_dir, recovery_verify_bytes=-1)
+    assert start == 0
+
+
+def test_a_damaged_queue_entry_falls_back_to_the_segment_start(make_store: StoreFactory) -> None:
     store = make_store()
     _fill(store)
     store.shutdown()
+    root = store.config.store_dir
     size = store.config.mapped_file_size_commit_log
-    start, end = _scan_start(store.config.store_dir, recovery_verify_bytes=size)
-    assert start % size == 0 and end - 2 * size <= start < end
-    start, end = _scan_start(store.config.store_dir, recovery_verify_bytes=-1)
-    assert start == 0
+    window = size // 2 + 7
+    clean_start, end = _scan_start(root, recovery_verify_bytes=window)
+    # the queue entry of that boundary now points one byte into the record
+    damaged = 0
+    for path in (p for p in (root / "consumequeue").rglob("*") if p.is_file() and len(p.name) == 20):
+        data = bytearray(path.read_bytes())
+        for at in range(0, len(data) - 19, 20):
+            phys, length, tag = CQ_ENTRY.unpack_from(data, at)
+            if phys == clean_start:
+                CQ_ENTRY.pack_into(data, at, phys + 1, length, tag)
+                damaged += 1
+        path.write_bytes(bytes(data))
+    assert damaged == 1
+    start, end = _scan_start(root, recovery_verify_bytes=window)
+    assert start == (end - window) - (end - window) % size
 
 
 def _flip_body_byte(store_dir: Path, physical_offset: int, file_size: int) -> None:
