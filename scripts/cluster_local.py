@@ -507,6 +507,14 @@ def live_pids(root: Path) -> list[int]:
     return [pid for pid in pids if _alive(pid)]
 
 
+def wait_gone(pid: int, timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` for ``pid`` to exit; whether it did."""
+    deadline = time.monotonic() + timeout_s
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not _alive(pid)
+
+
 def _signal(pid: int, sig: signal.Signals) -> None:
     """The process group first (it holds gunicorn/celery children), then the PID itself."""
     for send in (os.killpg, os.kill):
@@ -527,10 +535,8 @@ def cluster_down(root: Path, keep: bool = False) -> list[int]:
         pid = int(pid_file.read_text().strip())
         # PostgreSQL's fast shutdown is SIGINT; everyone else stops cleanly on SIGTERM.
         _signal(pid, signal.SIGINT if pid_file.stem.endswith("-postgres") else signal.SIGTERM)
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        _signal(pid, signal.SIGKILL)
+        if not wait_gone(pid, STOP_TIMEOUT_S):
+            _signal(pid, signal.SIGKILL)
     left = live_pids(root)
     pg_home = root / "postgres.dir"
     if not keep and pg_home.exists():

@@ -41,11 +41,11 @@ from cluster_local import (
     REPO,
     Cluster,
     Topology,
-    _alive,
     _signal,
     cluster_down,
     cluster_up,
     read_env_file,
+    wait_gone,
 )
 
 __all__ = ("Fault", "SoakResult", "main", "run_soak")
@@ -422,24 +422,19 @@ class RollingRestart(threading.Thread):
             pid = self.procs.pid(node)
             print(f"soak: t={fault.at_s:.0f}s upgrading {node} (pid {pid})", flush=True)
             _signal(pid, signal.SIGTERM)
-            deadline = time.monotonic() + UPGRADE_STOP_S
-            while _alive(pid) and time.monotonic() < deadline:  # a zombie child has exited
-                time.sleep(0.1)
+            stopped = wait_gone(pid, UPGRADE_STOP_S)
             fault.down_s = round(time.monotonic() - started, 1)
-            stopped = not _alive(pid)
             if not stopped:  # a failed upgrade; killed so that the restart finds its port and store
                 fault.action += f" (still running after {UPGRADE_STOP_S:.0f} s: SIGKILL)"
                 _signal(pid, signal.SIGUSR2)  # the broker writes every thread's stack to its log
                 time.sleep(1)
                 _signal(pid, signal.SIGKILL)
-                killed = time.monotonic() + 10
-                while _alive(pid) and time.monotonic() < killed:
-                    time.sleep(0.1)
+                wait_gone(pid, 10)
             self.procs.restart(node)
             recovered = wait_rejoined(self.state, node, 120)
-            fault.recovered_s = None if recovered is None else round(time.monotonic() - started, 1)
-            if recovered is None or not stopped:
-                fault.recovered_s = None
+            if recovered is not None and stopped:
+                fault.recovered_s = round(time.monotonic() - started, 1)
+            else:
                 print(f"soak: {node} failed its upgrade; the end of its log:", flush=True)
                 print(_log_tail(self.procs.root / "logs" / f"{node}.log"), flush=True)
                 return

@@ -41,8 +41,13 @@ class ColdReader:
         self.reads = 0
 
     def _read(self, key: str, size: int, position: int, length: int, min_offset: int) -> bytes:
+        return b"".join(view for _, view in self._read_views(key, size, position, length, min_offset))
+
+    def _read_views(
+        self, key: str, size: int, position: int, length: int, min_offset: int
+    ) -> list[tuple[int, memoryview]]:
         try:
-            return self.cache.read(key, size, position, length)
+            return self.cache.read_views(key, size, position, length)
         except ObjectMissingError as exc:
             raise OffsetMovedError(f"{key} was deleted by tiered retention", min_offset) from exc
 
@@ -85,11 +90,8 @@ class ColdReader:
         if seg is None or last > seg.end or not 0 < last - first <= _BATCH_SPAN:
             return []
         cache = self.cache
-        try:
-            views = cache.read_views(commitlog_key(seg.start), seg.size, first - seg.start, last - first)
-        except ObjectMissingError as exc:
-            raise OffsetMovedError(f"{commitlog_key(seg.start)} was deleted by tiered retention", 0) from exc
         key = commitlog_key(seg.start)
+        views = self._read_views(key, seg.size, first - seg.start, last - first, 0)
         if seg.end - last <= 2 * cache.window_bytes(key):
             # the next window would reach past the segment's end: continue into the next segments,
             # as many as half the cache holds, so the store always has the reader's next bytes in

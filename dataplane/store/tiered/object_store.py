@@ -168,8 +168,8 @@ class ObstoreBackend:
 
     def get_range(self, key: str, start: int, length: int) -> bytes | memoryview:
         try:
-            # a view of the client's own buffer: copying 16 MiB into fresh pages took as long as the
-            # GET itself from a loopback S3 server (page faults, GIL held)
+            # a view of the client's own buffer: a copy of a 16 MiB window into fresh pages costs
+            # page faults with the GIL held, on every cold read
             return memoryview(obstore.get_range(self._store, key, start=start, length=length))
         except (OSError, obstore.exceptions.BaseError) as exc:
             raise _wrap(key, exc) from exc

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -130,12 +132,25 @@ class CountingStore:
         return self.inner.list(prefix)
 
 
-def test_sequential_reads_widen_the_read_ahead_window(tmp_path: Path) -> None:
-    objects = CountingStore(open_object_store(ObjectStoreSettings(url=f"file://{tmp_path}")))
-    blob = os.urandom(64 * 4096)
-    objects.put("blob", blob)
-    cache = BlockCache(objects, 4096, 64 * 4096, prefetch_blocks=2, readahead_max_bytes=8 * 4096)
+@contextlib.contextmanager
+def blob_cache(objects: CountingStore, blocks: int, **options: int) -> Iterator[tuple[bytes, BlockCache]]:
+    """A random object ``blob`` of ``blocks`` 4 KiB blocks in ``objects``, and a 64-block cache over it."""
+    blob = os.urandom(blocks * 4096)
+    objects.inner.put("blob", blob)
+    cache = BlockCache(objects, 4096, 64 * 4096, **options)
     try:
+        yield blob, cache
+    finally:
+        cache.close()
+
+
+def local_counting(tmp_path: Path) -> CountingStore:
+    return CountingStore(open_object_store(ObjectStoreSettings(url=f"file://{tmp_path}")))
+
+
+def test_sequential_reads_widen_the_read_ahead_window(tmp_path: Path) -> None:
+    objects = local_counting(tmp_path)
+    with blob_cache(objects, 64, prefetch_blocks=2, readahead_max_bytes=8 * 4096) as (blob, cache):
         for pos in range(0, len(blob), 1000):
             assert cache.read("blob", len(blob), pos, 1000) == blob[pos : pos + 1000]
         # 64 blocks: block 0, then windows of 2, 4 and 8 blocks (the cap), one GET each: 11 GETs
@@ -146,8 +161,6 @@ def test_sequential_reads_widen_the_read_ahead_window(tmp_path: Path) -> None:
         lengths = sorted(length for _, length in objects.gets)
         assert lengths[-2] == 8 * 4096 and 8 * 4096 <= lengths[-1] <= 12 * 4096, lengths
         assert cache.misses <= 2
-    finally:
-        cache.close()
 
 
 def test_a_sequential_reader_gets_the_next_segment_read_ahead(
@@ -229,27 +242,20 @@ class GatedStore(CountingStore):
 
 
 def test_a_miss_starts_the_read_ahead_before_it_waits_for_its_own_block(tmp_path: Path) -> None:
-    inner = open_object_store(ObjectStoreSettings(url=f"file://{tmp_path}"))
-    blob = os.urandom(32 * 4096)
-    inner.put("blob", blob)
-    objects = GatedStore(inner, gate=2)
-    cache = BlockCache(objects, 4096, 64 * 4096, prefetch_blocks=4)
-    try:
-        # the miss on block 0 and the read-ahead of blocks 1-4 are in flight together
-        assert cache.read("blob", len(blob), 0, 100) == blob[:100]
-        assert not objects.broken
-        assert sorted(objects.gets) == [(0, 4096), (4096, 4 * 4096)]
-    finally:
-        objects.barrier.abort()
-        cache.close()
+    objects = GatedStore(open_object_store(ObjectStoreSettings(url=f"file://{tmp_path}")), gate=2)
+    with blob_cache(objects, 32, prefetch_blocks=4) as (blob, cache):
+        try:
+            # the miss on block 0 and the read-ahead of blocks 1-4 are in flight together
+            assert cache.read("blob", len(blob), 0, 100) == blob[:100]
+            assert not objects.broken
+            assert sorted(objects.gets) == [(0, 4096), (4096, 4 * 4096)]
+        finally:
+            objects.barrier.abort()  # no later GET waits for a partner before the cache closes
 
 
 def test_the_blocks_of_one_get_are_views_of_its_buffer(tmp_path: Path) -> None:
-    objects = CountingStore(open_object_store(ObjectStoreSettings(url=f"file://{tmp_path}")))
-    blob = os.urandom(16 * 4096)
-    objects.put("blob", blob)
-    cache = BlockCache(objects, 4096, 64 * 4096, prefetch_blocks=8)
-    try:
+    objects = local_counting(tmp_path)
+    with blob_cache(objects, 16, prefetch_blocks=8) as (blob, cache):
         assert cache.read("blob", len(blob), 0, 10) == blob[:10]
         deadline = time.monotonic() + 5
         while cache.cached_bytes < 9 * 4096 and time.monotonic() < deadline:
@@ -267,8 +273,6 @@ def test_the_blocks_of_one_get_are_views_of_its_buffer(tmp_path: Path) -> None:
             (2 * 4096, blob[2 * 4096 : 2 * 4096 + 50]),
         ]
         assert cache.read("blob", len(blob), 2 * 4096 - 50, 100) == blob[2 * 4096 - 50 : 2 * 4096 + 50]
-    finally:
-        cache.close()
 
 
 def test_lookahead_fills_half_the_cache_with_whole_objects() -> None:
@@ -284,11 +288,8 @@ def test_lookahead_fills_half_the_cache_with_whole_objects() -> None:
 
 
 def test_clear_empties_the_cache_and_the_read_ahead_state(tmp_path: Path) -> None:
-    objects = CountingStore(open_object_store(ObjectStoreSettings(url=f"file://{tmp_path}")))
-    blob = os.urandom(8 * 4096)
-    objects.put("blob", blob)
-    cache = BlockCache(objects, 4096, 64 * 4096, prefetch_blocks=0)
-    try:
+    objects = local_counting(tmp_path)
+    with blob_cache(objects, 8, prefetch_blocks=0) as (blob, cache):
         assert cache.read("blob", len(blob), 0, 10) == blob[:10]
         assert cache.read("blob", len(blob), 0, 10) == blob[:10]
         assert (cache.misses, len(objects.gets)) == (1, 1)
@@ -296,5 +297,3 @@ def test_clear_empties_the_cache_and_the_read_ahead_state(tmp_path: Path) -> Non
         assert cache.cached_bytes == 0
         assert cache.read("blob", len(blob), 0, 10) == blob[:10]
         assert (cache.misses, len(objects.gets)) == (2, 2)
-    finally:
-        cache.close()
