@@ -80,7 +80,14 @@ class BareMessagingService(svc_grpc.MessagingServiceServicer):
 
 
 async def serve(port: int) -> None:
-    server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 << 20)])
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", 64 << 20),
+            # as the broker (dataplane/server.py): queue a burst of calls rather than cancel them
+            ("grpc.server.max_pending_requests", 10_000),
+            ("grpc.server.max_pending_requests_hard_limit", 20_000),
+        ]
+    )
     svc_grpc.add_MessagingServiceServicer_to_server(BareMessagingService(), server)
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()

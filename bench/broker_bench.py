@@ -13,12 +13,17 @@ Figures (``--json PATH`` writes them):
                                  than one Python gRPC client makes on 2 cores: the send queue grows)
 - e2e_p99_ms_at_300_msgs_per_s   single sends paced at 300 msgs/s (below the single-send ceiling)
 - e2e_send_p99_ms(_at_300_msgs_per_s) / e2e_single_send_p99_ms   send -> answer in those runs
+- e2e_broker_cpu / e2e_client_cpu   cores busy in the e2e_p99_ms run (broker / this process), from
+                                 the first send to the last receipt: near 1.0 each, nothing is idle
 - grpc_ceiling_msgs_per_s / grpc_ceiling_single_msgs_per_s   the bare server, same requests
 - (grpc_ceiling_)cpu_us_per_call_at_R  server CPU per single-message SendMessage paced at R calls/s
                                  (our broker / the bare server): what each call of the e2e runs costs
 - grpc_ceiling_consume_msgs_per_s  the same consume loop against the bare server, which streams a
                                  prepared message per slot and stores nothing (the framework's cost)
 - nats_publish_msgs_per_s / nats_consume_msgs_per_s / rabbitmq_quorum_publish_msgs_per_s  peers
+- broker_gc_pauses / broker_gc_full_collections / broker_gc_pauses_over_10ms / broker_gc_pause_ms_total
+                                 the broker's garbage-collector pauses over the ASYNC_FLUSH phases
+                                 (``MQ_BROKER_GC_FREEZE=false`` in the environment: without the freeze)
 
 Run: ``uv run python bench/broker_bench.py [--quick] [--json PATH]``.
 """
@@ -43,6 +48,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -98,7 +105,7 @@ def process(argv: list[str], port: int) -> Iterator[subprocess.Popen[bytes]]:
 
 
 @contextlib.contextmanager
-def our_broker(flush: str) -> Iterator[tuple[str, int]]:
+def our_broker(flush: str, metrics_port: int = 0) -> Iterator[tuple[str, int]]:
     port = free_port()
     data_dir = Path(tempfile.mkdtemp(prefix=f"mqbench-{flush}-"))
     argv = [
@@ -112,7 +119,7 @@ def our_broker(flush: str) -> Iterator[tuple[str, int]]:
         "--listen",
         f"127.0.0.1:{port}",
         "--metrics-listen",
-        "0",
+        f"127.0.0.1:{metrics_port}" if metrics_port else "0",
         "--flush",
         flush,
         # development mode: the bench creates its topic through the admin API without a token
@@ -279,11 +286,18 @@ def p99(values: list[float]) -> float:
 
 
 async def e2e_latency(
-    target: str, rate: int, seconds: float, batch_delay_ms: float | None = None
+    target: str,
+    rate: int,
+    seconds: float,
+    batch_delay_ms: float | None = None,
+    cpu: dict[str, float] | None = None,
+    pid: int | None = None,
 ) -> tuple[float, float]:
     """p99 of send -> receipt in ms, with consumers long-polling while a paced producer sends; and
     p99 of send -> SendMessage answer (when the two are close, the sends queue, not the delivery).
-    With ``batch_delay_ms`` the producer is the SDK's ``AsyncProducer`` with batching."""
+    With ``batch_delay_ms`` the producer is the SDK's ``AsyncProducer`` with batching. ``cpu`` gets
+    the cores busy from the first send to the last receipt: ``broker`` (process ``pid``) and
+    ``client`` (this process: producer and consumers)."""
     total = int(rate * seconds)
     latencies: list[float] = []
     sent: list[float] = []
@@ -347,6 +361,7 @@ async def e2e_latency(
         # Only messages sent from now on count: skip the backlog of earlier phases.
         interval = 1.0 / rate
         start = time.monotonic()
+        cpu_start = (cpu_seconds(pid), time.process_time())
         sends: list[asyncio.Future[Any]] = []
         for i in range(total):
             target_t = start + i * interval
@@ -369,16 +384,44 @@ async def e2e_latency(
         failed = sum(
             1
             for o in outcomes
-            if isinstance(o, BaseException) or (isinstance(o, svc.SendMessageResponse) and o.status.code)
+            if isinstance(o, BaseException)
+            or (isinstance(o, svc.SendMessageResponse) and o.status.code != pb.Code.OK)
         )
         if failed:
             sys.stderr.write(f"e2e: {failed} of {total} sends failed\n")
             total -= failed
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), timeout=10)
+        if cpu is not None:
+            elapsed = time.monotonic() - start
+            cpu["broker"] = (cpu_seconds(pid) - cpu_start[0]) / elapsed
+            cpu["client"] = (time.process_time() - cpu_start[1]) / elapsed
         done.set()
         await asyncio.gather(*consumers, return_exceptions=True)
     return p99(latencies), p99(sent)
+
+
+def gc_figures(metrics_port: int) -> dict[str, float]:
+    """The broker's garbage-collector pauses so far (``mq_gc_pause_seconds``, dataplane/heap.py)."""
+    text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text
+    count = total = over_10ms = full = 0.0
+    for family in text_string_to_metric_families(text):
+        if family.name != "mq_gc_pause_seconds":
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_count"):
+                count += sample.value
+                full += sample.value if sample.labels["generation"] == "2" else 0
+            elif sample.name.endswith("_sum"):
+                total += sample.value
+            elif sample.name.endswith("_bucket") and sample.labels["le"] == "0.01":
+                over_10ms -= sample.value
+    return {
+        "broker_gc_pauses": count,
+        "broker_gc_full_collections": full,
+        "broker_gc_pauses_over_10ms": over_10ms + count,
+        "broker_gc_pause_ms_total": total * 1000,
+    }
 
 
 async def run_calls_only() -> dict[str, Any]:
@@ -403,7 +446,8 @@ async def run(quick: bool) -> dict[str, Any]:
         results["grpc_ceiling_single_msgs_per_s"] = await produce(f"127.0.0.1:{port}", n_single, 1, 16)
         results["grpc_ceiling_consume_msgs_per_s"] = await consume(f"127.0.0.1:{port}", n_batched)
 
-    with our_broker("async") as (target, pid):
+    metrics_port = free_port()
+    with our_broker("async", metrics_port) as (target, pid):
         results |= await cpu_per_call_figures(target, pid, "")
         results["produce_batched_msgs_per_s"] = await produce(target, n_batched, 64, 8)
         results["produce_single_msgs_per_s"] = await produce(target, n_single, 1, 16)
@@ -412,12 +456,17 @@ async def run(quick: bool) -> dict[str, Any]:
         low, low_send = await e2e_latency(target, rate=300, seconds=2)
         results["e2e_p99_ms_at_300_msgs_per_s"] = low
         results["e2e_send_p99_ms_at_300_msgs_per_s"] = low_send
-        high, high_send = await e2e_latency(target, rate=5000, seconds=2 if quick else 10, batch_delay_ms=1.0)
+        cpu: dict[str, float] = {}
+        high, high_send = await e2e_latency(
+            target, rate=5000, seconds=2 if quick else 10, batch_delay_ms=1.0, cpu=cpu, pid=pid
+        )
         results["e2e_p99_ms"] = high
         results["e2e_send_p99_ms"] = high_send
+        results["e2e_broker_cpu"], results["e2e_client_cpu"] = cpu["broker"], cpu["client"]
         single, single_send = await e2e_latency(target, rate=5000, seconds=2 if quick else 10)
         results["e2e_single_p99_ms"] = single
         results["e2e_single_send_p99_ms"] = single_send
+        results |= gc_figures(metrics_port)
     with our_broker("sync") as (target, _):
         results["produce_sync_flush_msgs_per_s"] = await produce(target, n_batched // 2, 64, 8)
 

@@ -34,6 +34,7 @@ def start(
 
     from cli.output import abort, info
     from dataplane.ha.controller import ControllerServer, ControllerSettings
+    from dataplane.heap import freeze_startup_heap, watch_gc_pauses
     from dataplane.server import configure_logging
 
     overrides: dict[str, Any] = {"listen": listen, "db": db, "controller_id": controller_id}
@@ -46,6 +47,8 @@ def start(
     async def main() -> None:
         server = ControllerServer(settings)
         await server.start()
+        watch_gc_pauses()
+        freeze_startup_heap()  # as a broker's (dataplane/heap.py): no long full collections
         host = settings.listen.rpartition(":")[0]
         info(f"controller listening on {host}:{server.port}")
         stop = asyncio.Event()

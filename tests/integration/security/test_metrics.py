@@ -65,5 +65,8 @@ def test_tenant_labelled_metrics(tmp_path: Path) -> None:
         # received but not acked: still behind the committed offset
         assert m[("mq_tenant_consumer_lag_messages", out)] == accepted
         assert m[("mq_broker_store_running", frozenset())] == 1
+        # start-up objects frozen out of full collections (dataplane/heap.py), collections timed
+        assert m[("mq_gc_frozen_objects", frozenset())] > 10_000
+        assert m[("mq_gc_pause_seconds_count", frozenset({("generation", "0")}))] >= 1
     finally:
         broker.kill()
