@@ -196,6 +196,9 @@ def interop(
     # transaction check-backs after 1 s, then every second (the transaction interop tests wait for them)
     monkeypatch.setenv("MQ_BROKER_TRANSACTION_TIMEOUT_MS", "1000")
     monkeypatch.setenv("MQ_BROKER_TRANSACTION_CHECK_INTERVAL_MS", "1000")
+    # Long polls of 5 s (the least the Telemetry settings offer): the official Node.js PushConsumer's
+    # shutdown waits for its outstanding long poll, 20 s by default, at the end of every push run.
+    monkeypatch.setenv("MQ_BROKER_DEFAULT_LONG_POLLING_MS", "5000")
     broker = BrokerProcess(tmp_path / "broker", free_port())
     broker.start()
     admin = BrokerAdminClient(broker.target)

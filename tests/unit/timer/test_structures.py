@@ -10,7 +10,7 @@ from dataplane.timer.checkpoint import TimerCheckpoint
 from dataplane.timer.recall import InvalidRecallHandle, RecallCodec, RecallHandle
 from dataplane.timer.scanner import read_slot
 from dataplane.timer.timer_log import MAGIC_DELETE, MAGIC_ENTRY, RECORD_SIZE, TimerLog, TimerRecord
-from dataplane.timer.wheel import TimerWheel
+from dataplane.timer.wheel import Slot, TimerWheel
 
 
 def test_record_round_trip_and_corruption() -> None:
@@ -99,6 +99,30 @@ def test_wheel_oldest_pending_position(tmp_path: Path) -> None:
     assert b > a and wheel.oldest_pos(1001) == a
     log.close()
     wheel.close()
+
+
+def test_wheel_finds_occupied_slots_across_chunks_and_after_reopening(tmp_path: Path) -> None:
+    # more slots than one compared chunk (4,096), and a count that is no multiple of it
+    count = 3 * 4096 + 5
+    wheel = TimerWheel(tmp_path / "timerwheel", count)
+    assert wheel.slots() == [] and wheel.oldest_pos(0) == -1
+    seconds = [0, 4095, 4096, 2 * 4096 + 7, count - 1]  # chunk edges, a middle one, the short last chunk
+    for i, second in enumerate(seconds):
+        wheel.link(second, 100 * (len(seconds) - i))
+    assert wheel.oldest_pos(4096) == 100  # the last three seconds: 300, 200, 100
+    assert wheel.oldest_pos(count) == -1
+    wheel.link(count + 3, 7)  # a later round reuses slot 3
+    expected = [Slot(s, 100 * (len(seconds) - i), 100 * (len(seconds) - i), 1) for i, s in enumerate(seconds)]
+    expected.insert(1, Slot(count + 3, 7, 7, 1))
+    assert wheel.slots() == expected
+    assert wheel.oldest_pos(0) == wheel.oldest_pos(count) == 7
+    assert wheel.oldest_pos(count + 4) == -1
+    wheel.close()
+    reopened = TimerWheel(tmp_path / "timerwheel", count)
+    assert reopened.loaded and reopened.slots() == expected
+    reopened.reset()
+    assert reopened.slots() == []
+    reopened.close()
 
 
 def _append(log: TimerLog, wheel: TimerWheel, magic: int, cl: int, second: int) -> int:
