@@ -21,7 +21,7 @@ Figures (``--json PATH`` writes them):
 - grpc_ceiling_consume_msgs_per_s  the same consume loop against the bare server, which streams a
                                  prepared message per slot and stores nothing (the framework's cost)
 - nats_publish_msgs_per_s / nats_consume_msgs_per_s / rabbitmq_quorum_publish_msgs_per_s  peers
-- broker_gc_pauses / broker_gc_full_collections / broker_gc_pauses_over_10ms / broker_gc_pause_ms_total
+- broker_gc_pauses / _full_collections / _pauses_over_10ms / _over_25ms / _pause_ms_total / _frozen_objects
                                  the broker's garbage-collector pauses over the ASYNC_FLUSH phases
                                  (``MQ_BROKER_GC_FREEZE=false`` in the environment: without the freeze)
 
@@ -402,24 +402,30 @@ async def e2e_latency(
 
 
 def gc_figures(metrics_port: int) -> dict[str, float]:
-    """The broker's garbage-collector pauses so far (``mq_gc_pause_seconds``, dataplane/heap.py)."""
+    """The broker's garbage-collector pauses so far (``mq_gc_pause_seconds``, dataplane/heap.py) and
+    the start-up objects it froze (``mq_gc_frozen_objects``)."""
     text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text
-    count = total = over_10ms = full = 0.0
+    count = total = full = frozen = 0.0
+    within = {"0.01": 0.0, "0.025": 0.0}  # pauses at most 10 ms / 25 ms (cumulative buckets)
     for family in text_string_to_metric_families(text):
-        if family.name != "mq_gc_pause_seconds":
-            continue
         for sample in family.samples:
-            if sample.name.endswith("_count"):
+            if family.name == "mq_gc_frozen_objects":
+                frozen = sample.value
+            elif family.name != "mq_gc_pause_seconds":
+                continue
+            elif sample.name.endswith("_count"):
                 count += sample.value
                 full += sample.value if sample.labels["generation"] == "2" else 0
             elif sample.name.endswith("_sum"):
                 total += sample.value
-            elif sample.name.endswith("_bucket") and sample.labels["le"] == "0.01":
-                over_10ms -= sample.value
+            elif sample.name.endswith("_bucket") and sample.labels["le"] in within:
+                within[sample.labels["le"]] += sample.value
     return {
+        "broker_gc_frozen_objects": frozen,
         "broker_gc_pauses": count,
         "broker_gc_full_collections": full,
-        "broker_gc_pauses_over_10ms": over_10ms + count,
+        "broker_gc_pauses_over_10ms": count - within["0.01"],
+        "broker_gc_pauses_over_25ms": count - within["0.025"],
         "broker_gc_pause_ms_total": total * 1000,
     }
 

@@ -73,7 +73,7 @@ class BrokerSettings(BaseSettings):
     # Message trace (docs/trace.md): events written to the rmq_sys_TRACE_DATA topic.
     trace_enabled: bool = True
     # Freeze the objects alive once the node listens out of the garbage collector's full walks
-    # (dataplane/heap.py): 40-50 ms event-loop stalls become a few ms. Off only to compare.
+    # (dataplane/heap.py): then no full collection stalls the loop for long. Off only to compare.
     gc_freeze: bool = True
     # HA, controller mode (docs/ha.md). ``controller``: comma-separated controller HOST:PORTs; empty =
     # a standalone node. The group is ``broker_name``; ``ha_node`` names this node in it (default: listen).

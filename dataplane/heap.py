@@ -3,7 +3,8 @@
 A full (generation 2) collection walks every tracked container object, and the event loop, with every
 call in flight, waits for it. A broker carries about 60,000 such objects from start-up (modules,
 protobuf descriptors, settings, the store's tables), alive for the whole life of the process, so under
-load each full collection took 40-50 ms, several times a minute (docs/benchmarks.md, "GC pauses").
+load each full collection stalled it for tens of milliseconds, several times a minute
+(docs/benchmarks.md, "Garbage-collector pauses").
 :func:`freeze_startup_heap` moves them into the permanent generation the collector never walks;
 whatever the process allocates later is collected as before. Objects freed by reference counting
 (nearly all) are freed as before too: only a cycle made of frozen objects alone would never be

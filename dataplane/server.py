@@ -192,7 +192,7 @@ async def run(settings: BrokerSettings, announce: Callable[[str], None] = logger
     await server.start()
     _start_metrics(settings.metrics_listen)
     watch_gc_pauses()
-    if settings.gc_freeze:  # full collections walked ~60,000 start-up objects: 40-50 ms stalls
+    if settings.gc_freeze:  # full collections would walk every start-up object (dataplane/heap.py)
         logger.info("%d start-up objects frozen out of the garbage collector's walks", freeze_startup_heap())
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
