@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from dataplane.store.consume_queue import CQ_ENTRY_SIZE
 from dataplane.store.errors import BodyCrcError, CorruptRecordError, OffsetMovedError, StoreError
 from dataplane.store.mapped_file import MappedFile
 from dataplane.store.mapped_file_queue import MappedFileQueue
@@ -155,7 +156,7 @@ class CommitLog:
                     if run is None:
                         runs[key] = (first, queue_entries)
                     else:
-                        run[1].extend(queue_entries)
+                        run[1].extend(queue_entries)  # the same queue again, in the next segment
                 consumed += enc.consumed
         except BaseException:
             for key, (first, _) in runs.items():
@@ -169,14 +170,14 @@ class CommitLog:
         if pieces:
             # TOTALSIZE of the first record last: until it lands, recovery sees a zero here
             position = mf.wrote_position
-            first = pieces[0]
+            first = memoryview(pieces[0])
             pieces[0] = first[4:]
             mf.write_pieces(position + 4, pieces, enc.size - 4)
             mf.write(position, first[:4])
         mf.wrote_position = self.file_size if enc.segment_full else mf.wrote_position + enc.size
         offsets = self.queue_offsets
         for key, (first_offset, queue_entries) in enc.queue_runs.items():
-            offsets[key] = first_offset + len(queue_entries)
+            offsets[key] = first_offset + len(queue_entries) // CQ_ENTRY_SIZE
 
     def append_raw(self, physical_offset: int, data: bytes) -> None:
         """Write already-encoded, already-validated records at the current end (replication)."""

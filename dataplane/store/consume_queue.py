@@ -117,7 +117,7 @@ class ConsumeQueue:
         except ValueError:
             return b""
 
-    def put(self, offset: int, data: bytes) -> None:
+    def put(self, offset: int, data: bytes | bytearray) -> None:
         """Write packed entries starting at queue offset ``offset`` (normally ``max_offset``)."""
         if offset < self.max_offset:
             # already present (re-dispatch after recovery): skip the overlap

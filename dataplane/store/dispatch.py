@@ -42,7 +42,7 @@ class CommitLogDispatcher:
         find_or_create = self.queues.find_or_create
         for key, (first, entries) in batch.queue_runs.items():
             cq = find_or_create(*key)
-            cq.put(first, entries[0] if len(entries) == 1 else b"".join(entries))
+            cq.put(first, entries)
             moved[key] = cq.max_offset
         if batch.index_requests:
             index_put = self.index.put

@@ -85,7 +85,7 @@ class MappedFile:
             position += written
         view.release()
 
-    def write_pieces(self, position: int, pieces: list[bytes], size: int) -> None:
+    def write_pieces(self, position: int, pieces: list[bytes | bytearray | memoryview], size: int) -> None:
         """Write ``pieces`` (``size`` bytes in all) back to back at ``position``: one ``pwritev`` per
         IOV_MAX pieces, so the kernel copies them straight from the caller's buffers."""
         fd = self._fd

@@ -32,16 +32,17 @@ TOTALSIZE (the rest of the segment) + BLANK_MAGIC; the bytes after it stay zero.
 
 from __future__ import annotations
 
+import logging
 import mmap
 import socket
 import struct
 import zlib
-from collections.abc import Sequence
-from typing import Final, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Final, NamedTuple, cast
 
 from zlib_ng import zlib_ng
 
-from dataplane.store.consume_queue import CQ_ENTRY, validate_topic
+from dataplane.store.consume_queue import CQ_ENTRY, CQ_ENTRY_SIZE, validate_topic
 from dataplane.store.errors import BodyCrcError, CorruptRecordError, InvalidTopicError, StoreError
 from dataplane.store.message import (
     PROPERTY_KEYS,
@@ -54,6 +55,7 @@ from dataplane.store.message import (
 
 __all__ = (
     "BLANK_MAGIC",
+    "ENCODER",
     "END_FILE_MIN_BLANK_LENGTH",
     "HEADER",
     "HEADER_SIZE",
@@ -64,6 +66,7 @@ __all__ = (
     "DispatchRequest",
     "QueueRuns",
     "check_record",
+    "compiled_encode_batch",
     "decode_message_id",
     "decode_properties",
     "decode_record",
@@ -71,6 +74,7 @@ __all__ = (
     "encode_properties",
     "host_to_bytes",
     "make_message_id_prefix",
+    "python_encode_batch",
     "tag_hash",
 )
 
@@ -105,6 +109,8 @@ END_FILE_MIN_BLANK_LENGTH: Final = _PREFIX.size
 MIN_RECORD_SIZE: Final = HEADER_SIZE + 2 + 1 + 2
 
 Buffer = bytes | bytearray | memoryview | mmap.mmap
+
+logger = logging.getLogger(__name__)
 
 _NAME_VALUE_SEP: Final = "\x01"
 _PROPERTY_SEP: Final = "\x02"
@@ -229,16 +235,16 @@ def decode_message_id(msg_id: str) -> tuple[tuple[str, int], int]:
     return (socket.inet_ntoa(raw[:4]), int.from_bytes(raw[4:8], "big")), int.from_bytes(raw[8:], "big")
 
 
-# Per queue touched by a batch: (queue offset of its first message, packed ConsumeQueue entries).
-QueueRuns = dict[tuple[str, int], tuple[int, list[bytes]]]
+# Per queue touched by a batch: (queue offset of its first message, its packed ConsumeQueue entries).
+QueueRuns = dict[tuple[str, int], tuple[int, bytearray]]
 
 
 class BatchEncoding(NamedTuple):
     """Records encoded for one contiguous write; ``consumed`` messages taken from the batch."""
 
-    # the records (and an end-of-segment marker when ``segment_full``) for one vectored write:
-    # three pieces per record (header, body, topic + properties), so bodies are never copied here
-    pieces: list[bytes]
+    # the records (and an end-of-segment marker when ``segment_full``) for one vectored write: three
+    # pieces per record from the Python encoder (bodies are not copied), one from the compiled one
+    pieces: list[bytes | bytearray | memoryview]
     size: int
     consumed: int
     entries: list[AppendEntry]
@@ -252,7 +258,7 @@ class BatchEncoding(NamedTuple):
         return b"".join(self.pieces)
 
 
-def encode_batch(
+def python_encode_batch(
     msgs: Sequence[MessageToStore],
     start: int,
     physical_offset: int,
@@ -270,8 +276,11 @@ def encode_batch(
     the caller advances it from ``queue_runs`` once the write succeeded. Builds, in the same pass,
     each message's :class:`AppendEntry` and its ConsumeQueue entry. Raises StoreError for an invalid
     topic or queue id or an oversized message, before anything is written.
+
+    This is the reference implementation; :func:`encode_batch` is the compiled one when it is built
+    (``_record_codec.c``), which writes the same bytes into one buffer.
     """
-    pieces: list[bytes] = []
+    pieces: list[bytes | bytearray | memoryview] = []
     append = pieces.append
     entries: list[AppendEntry] = []
     add_entry = entries.append
@@ -296,6 +305,7 @@ def encode_batch(
         tail = tails.get(topic) or _topic_tail(topic)
         props = msg.properties
         thash = 0
+        keys = uniq = None
         if props:
             praw = encode_properties(props)
             if len(praw) > 65535:
@@ -306,8 +316,6 @@ def encode_batch(
                 thash = crc32(tag.encode())
             keys = props.get(PROPERTY_KEYS)
             uniq = props.get(PROPERTY_UNIQ_KEY)
-            if keys or uniq:
-                index_requests.append((topic, keys, uniq, pos))
         body = msg.body
         blen = len(body)
         size = header_size + blen + len(tail)
@@ -326,10 +334,13 @@ def encode_batch(
         if run is None:
             if qid < 0:
                 raise InvalidTopicError(f"queue id: expected >= 0, found {qid}")
-            run = runs[key] = (queue_offsets.get(key, 0), [])
+            run = runs[key] = (queue_offsets.get(key, 0), bytearray())
         queue_entries = run[1]
-        qoff = run[0] + len(queue_entries)
-        queue_entries.append(cq_pack(pos, size, thash))
+        qoff = run[0] + len(queue_entries) // CQ_ENTRY_SIZE
+        queue_entries += cq_pack(pos, size, thash)
+        if keys or uniq:
+            # only once the record is known to fit: a record rolled to the next segment is indexed there
+            index_requests.append((topic, keys, uniq, pos))
         born_ip, born_port = host_cache.get(msg.born_host) or host_to_bytes(msg.born_host)
         append(
             pack(
@@ -358,6 +369,33 @@ def encode_batch(
         pos += size
     consumed = len(msgs) - start
     return BatchEncoding(pieces, pos - physical_offset, consumed, entries, runs, index_requests, False)
+
+
+def _load_compiled() -> Callable[..., BatchEncoding] | None:
+    try:
+        from dataplane.store import _record_codec  # type: ignore[attr-defined]
+    except ImportError:
+        logger.warning("the compiled record encoder is not built (scripts/build_ext.py): using Python's")
+        return None
+    _record_codec.configure(
+        message_type=MessageToStore,
+        entry_type=AppendEntry,
+        encoding_type=BatchEncoding,
+        store_error=StoreError,
+        invalid_topic_error=InvalidTopicError,
+        topic_tails=_topic_tail_cache,
+        topic_tail_fn=_topic_tail,
+        host_cache=_host_bytes_cache,
+        host_fn=host_to_bytes,
+        crc32_fn=_body_crc32,
+    )
+    return cast("Callable[..., BatchEncoding]", _record_codec.encode_batch)
+
+
+compiled_encode_batch = _load_compiled()
+# "compiled" or "python": which encoder appends (a store metric and a test check it)
+ENCODER: Final = "python" if compiled_encode_batch is None else "compiled"
+encode_batch: Callable[..., BatchEncoding] = compiled_encode_batch or python_encode_batch
 
 
 def _lengths(buf: Buffer, pos: int, total: int, body_len: int) -> tuple[int, int, int]:

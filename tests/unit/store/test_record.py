@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -15,30 +16,50 @@ from dataplane.store.errors import CorruptRecordError, StoreError
 from dataplane.store.message import MessageToStore
 from dataplane.store.record import (
     BLANK_MAGIC,
+    ENCODER,
     HEADER_SIZE,
     MESSAGE_MAGIC,
+    BatchEncoding,
     check_record,
+    compiled_encode_batch,
     decode_message_id,
     decode_properties,
     decode_record,
     encode_batch,
     encode_properties,
     make_message_id_prefix,
+    python_encode_batch,
     tag_hash,
 )
 
 STORE_HOST = (b"\x7f\x00\x00\x01", 10911)
+
+Encoder = Callable[..., BatchEncoding]
+
+
+@pytest.fixture(params=["python", "compiled"])
+def encoder(request: pytest.FixtureRequest) -> Encoder:
+    """Both encoders must write the same records; the compiled one is built by ``make venv``."""
+    if request.param == "python":
+        return python_encode_batch
+    assert compiled_encode_batch is not None, "the C encoder is not built: run scripts/build_ext.py"
+    return compiled_encode_batch
 
 
 def encode(msgs: list[MessageToStore], space: int = 1 << 20, base: int = 0) -> bytes:
     return encode_batch(msgs, 0, base, space, 1_700_000_000_000, STORE_HOST, {}, 1 << 20).data
 
 
-def test_golden_layout() -> None:
+def test_the_store_appends_with_the_compiled_encoder() -> None:
+    assert ENCODER == "compiled"
+    assert encode_batch is compiled_encode_batch
+
+
+def test_golden_layout(encoder: Encoder) -> None:
     # given
     m = MessageToStore("ns%t", 3, b"abc", {"TAGS": "x"}, flag=7, born_timestamp=5, born_host=("10.0.0.1", 99))
     # when
-    data = encode([m], base=4096)
+    data = encoder([m], 0, 4096, 1 << 20, 1_700_000_000_000, STORE_HOST, {}, 1 << 20).data
     # then
     assert HEADER_SIZE == 88
     total, magic, crc, qid, flag, qoff, phys = struct.unpack_from(">iIIiiqq", data)
@@ -50,14 +71,14 @@ def test_golden_layout() -> None:
     assert data[97:] == b"\x00\x07TAGS\x01x\x02"
 
 
-def test_round_trip_and_queue_offsets() -> None:
+def test_round_trip_and_queue_offsets(encoder: Encoder) -> None:
     msgs = [
         MessageToStore("a", i % 2, bytes([i]) * i, {"KEYS": f"k{i} z", "TAGS": f"t{i % 3}"})
         for i in range(10)
     ]
     offsets = {("a", 1): 7}
     prefix = make_message_id_prefix(("127.0.0.1", 10911))
-    enc = encode_batch(msgs, 0, 0, 1 << 20, 42, STORE_HOST, offsets, 1 << 20, prefix)
+    enc = encoder(msgs, 0, 0, 1 << 20, 42, STORE_HOST, offsets, 1 << 20, prefix)
     assert offsets == {("a", 1): 7}, "only read: the CommitLog advances it after the write"
     assert enc.size == len(enc.data) and enc.consumed == 10 and not enc.segment_full
     assert [e.queue_offset for e in enc.entries] == [0, 7, 1, 8, 2, 9, 3, 10, 4, 11]
@@ -75,7 +96,7 @@ def test_round_trip_and_queue_offsets() -> None:
         run_first, packed = enc.queue_runs[("a", qid)]
         assert run_first == first
         mine = [(e, m) for e, m in zip(enc.entries, msgs, strict=True) if m.queue_id == qid]
-        assert [CQ_ENTRY.unpack(b) for b in packed] == [
+        assert list(CQ_ENTRY.iter_unpack(packed)) == [
             (e.physical_offset, e.size, tag_hash(m.properties["TAGS"])) for e, m in mine
         ]
     assert enc.index_requests == [
@@ -93,19 +114,21 @@ def test_round_trip_and_queue_offsets() -> None:
         pytest.param(MessageToStore("a", 0, b"x", {"k": "v" * 70_000}), id="properties"),
     ],
 )
-def test_illegal_message_raises_before_anything_is_encoded(bad: MessageToStore) -> None:
+def test_illegal_message_raises_before_anything_is_encoded(bad: MessageToStore, encoder: Encoder) -> None:
     with pytest.raises(StoreError):
-        encode_batch([MessageToStore("a", 0, b"ok"), bad], 0, 0, 1 << 20, 1, STORE_HOST, {}, 1024)
+        encoder([MessageToStore("a", 0, b"ok"), bad], 0, 0, 1 << 20, 1, STORE_HOST, {}, 1024)
 
 
-def test_end_of_segment_marker() -> None:
-    msgs = [MessageToStore("a", 0, b"x" * 100) for _ in range(10)]
-    enc = encode_batch(msgs, 0, 0, 600, 1, STORE_HOST, {}, 1 << 20)
+def test_end_of_segment_marker(encoder: Encoder) -> None:
+    msgs = [MessageToStore("a", 0, b"x" * 100, {"KEYS": f"k{i}"}) for i in range(10)]
+    enc = encoder(msgs, 0, 0, 600, 1, STORE_HOST, {}, 1 << 20)
     assert enc.segment_full and enc.consumed < 10
     end = sum(e.size for e in enc.entries)
     assert enc.size == len(enc.data) == end + 8
     assert check_record(enc.data, end, len(enc.data) + (600 - len(enc.data))) == 600 - end
     assert struct.unpack_from(">iI", enc.data, end) == (600 - end, BLANK_MAGIC)
+    # a message rolled to the next segment is indexed there, not at the marker
+    assert [r[3] for r in enc.index_requests] == [e.physical_offset for e in enc.entries]
 
 
 @pytest.mark.parametrize(
@@ -188,3 +211,67 @@ def test_fuzz_truncated_record(cut: int) -> None:
         with pytest.raises(CorruptRecordError):
             check_record(data, 0, len(data))
     _decoders(data)
+
+
+_text = st.text(st.characters(codec="utf-8", exclude_characters="\x01\x02"), min_size=1, max_size=12)
+_message = st.builds(
+    MessageToStore,
+    topic=st.sampled_from(["a", "ns%t", "t\u00e9", "x" * 40]),
+    queue_id=st.integers(0, 5),
+    body=st.binary(max_size=300),
+    properties=st.dictionaries(
+        st.one_of(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY"]), _text),
+        st.one_of(st.just(""), _text),
+        max_size=4,
+    ),
+    flag=st.integers(-(2**31), 2**31 - 1),
+    sys_flag=st.integers(0, 255),
+    born_timestamp=st.integers(0, 2**62),
+    born_host=st.sampled_from([("10.0.0.1", 99), ("127.0.0.1", 0), ("192.168.1.254", 65535)]),
+    reconsume_times=st.integers(0, 16),
+    prepared_transaction_offset=st.integers(-1, 2**40),
+)
+
+
+def _outcome(encoder: Encoder, *args: object) -> tuple[object, ...]:
+    try:
+        enc = encoder(*args)
+    except StoreError as exc:
+        return ("error", type(exc).__name__)
+    runs = {key: (first, bytes(packed)) for key, (first, packed) in enc.queue_runs.items()}
+    return (enc.data, enc.size, enc.consumed, enc.entries, runs, enc.index_requests, enc.segment_full)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    msgs=st.lists(_message, min_size=1, max_size=12),
+    start=st.integers(0, 3),
+    base=st.integers(0, 2**40),
+    space=st.integers(8, 3000),
+    offsets=st.dictionaries(st.tuples(st.just("a"), st.integers(0, 5)), st.integers(0, 2**40), max_size=3),
+    max_size=st.sampled_from([200, 1 << 20]),
+)
+def test_compiled_and_python_encoders_agree_byte_for_byte(
+    msgs: list[MessageToStore], start: int, base: int, space: int, offsets: dict, max_size: int
+) -> None:
+    assert compiled_encode_batch is not None, "the C encoder is not built: run scripts/build_ext.py"
+    start = min(start, len(msgs) - 1)
+    args = (msgs, start, base, space, 1_700_000_000_123, STORE_HOST, offsets, max_size, "PREFIX")
+    assert _outcome(compiled_encode_batch, *args) == _outcome(python_encode_batch, *args)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param(MessageToStore("a", 0, b"x", {"k": 1}), id="property-not-str"),  # type: ignore[dict-item]
+        pytest.param(MessageToStore("a", 2**31, b"x"), id="queue-id-overflow"),
+        pytest.param(MessageToStore("a", 0, b"x", flag=2**40), id="flag-overflow"),
+        pytest.param(MessageToStore("a", 0, b"x", born_host=("::1", 1)), id="born-host"),
+        pytest.param(MessageToStore("a", 0, "text"), id="body-not-bytes"),  # type: ignore[arg-type]
+        pytest.param(MessageToStore(7, 0, b"x"), id="topic-not-str"),  # type: ignore[arg-type]
+    ],
+)
+def test_the_compiled_encoder_refuses_what_it_cannot_store(bad: MessageToStore) -> None:
+    assert compiled_encode_batch is not None
+    with pytest.raises((StoreError, TypeError)):
+        compiled_encode_batch([MessageToStore("a", 0, b"ok"), bad], 0, 0, 1 << 20, 1, STORE_HOST, {}, 1 << 20)

@@ -1,0 +1,787 @@
+/* Compiled CommitLog batch encoder: the same records as record.encode_batch, byte for byte.
+ *
+ * Why compiled: a 1 KiB append costs about a microsecond of interpreter work per message in the
+ * Python encoder (header packing, properties, ConsumeQueue entries, result tuples), several times
+ * what the kernel needs to copy the bytes into the page cache. Here the whole batch is written into
+ * one buffer in one pass; the Python side keeps everything that is not per-message (locks, segment
+ * roll, dispatch). The layout is documented in record.py and docs/store-format.md; the Python
+ * encoder stays as the reference and the tests compare the two.
+ *
+ * configure() hands over, once, the Python objects this module needs (types, errors, caches and
+ * the CRC-32 function), so that the names and the messages of errors stay defined in Python.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+
+#define HEADER_SIZE 88
+#define CQ_ENTRY_SIZE 20
+#define MARKER_SIZE 8
+#define MESSAGE_MAGIC 0xDAA320A7u
+#define BLANK_MAGIC 0xCBD43194u
+/* Runs of a batch looked up by linear scan; batches touch few queues. */
+#define MAX_SCANNED_RUNS 64
+
+enum {
+    F_TOPIC,
+    F_QUEUE_ID,
+    F_BODY,
+    F_PROPERTIES,
+    F_FLAG,
+    F_SYS_FLAG,
+    F_BORN_TIMESTAMP,
+    F_BORN_HOST,
+    F_RECONSUME_TIMES,
+    F_PREPARED_TX_OFFSET,
+    N_FIELDS
+};
+
+static const char *field_names[N_FIELDS] = {
+    "topic", "queue_id", "body", "properties", "flag", "sys_flag",
+    "born_timestamp", "born_host", "reconsume_times", "prepared_transaction_offset",
+};
+
+typedef struct {
+    int configured;
+    PyTypeObject *message_type;      /* MessageToStore: its slots are read by offset */
+    Py_ssize_t field_offsets[N_FIELDS];
+    PyObject *field_strs[N_FIELDS];
+    PyTypeObject *entry_type;        /* AppendEntry */
+    PyTypeObject *encoding_type;     /* BatchEncoding */
+    PyObject *store_error;
+    PyObject *invalid_topic_error;
+    PyObject *topic_tails;           /* dict topic -> TOPICLENGTH + TOPIC + b"\0\0" */
+    PyObject *topic_tail_fn;         /* validates and fills topic_tails */
+    PyObject *host_cache;            /* dict (ip, port) -> (4 bytes, port) */
+    PyObject *host_fn;
+    PyObject *crc32_fn;              /* zlib_ng.crc32 */
+    PyObject *tag_hashes;            /* dict tag -> CRC-32 of its UTF-8 */
+    PyObject *s_tags, *s_keys, *s_uniq;
+    PyObject *empty_prefix;
+} codec_state;
+
+static codec_state S;
+
+static inline void put16(unsigned char *p, uint32_t v) { p[0] = (unsigned char)(v >> 8); p[1] = (unsigned char)v; }
+
+static inline void put32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v;
+}
+
+static inline void put64(unsigned char *p, uint64_t v)
+{
+    put32(p, (uint32_t)(v >> 32));
+    put32(p + 4, (uint32_t)v);
+}
+
+/* New reference to a field of a message: by slot offset for MessageToStore, else by attribute. */
+static PyObject *field(PyObject *msg, int which)
+{
+    if (Py_TYPE(msg) == S.message_type && S.field_offsets[which] >= 0) {
+        PyObject *value = *(PyObject **)((char *)msg + S.field_offsets[which]);
+        if (value == NULL) {
+            PyErr_Format(PyExc_AttributeError, "message has no %s", field_names[which]);
+            return NULL;
+        }
+        Py_INCREF(value);
+        return value;
+    }
+    return PyObject_GetAttr(msg, S.field_strs[which]);
+}
+
+static int as_int64(PyObject *msg, int which, Py_ssize_t index, int64_t lo, int64_t hi, int64_t *out)
+{
+    PyObject *value = field(msg, which);
+    if (value == NULL)
+        return -1;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    Py_DECREF(value);
+    if (v == -1 && PyErr_Occurred()) {
+        PyErr_Format(S.store_error, "message %zd: %s must be an int", index, field_names[which]);
+        return -1;
+    }
+    if (overflow || v < lo || v > hi) {
+        PyErr_Format(S.store_error, "message %zd: %s outside [%lld, %lld]", index, field_names[which],
+                     (long long)lo, (long long)hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static uint32_t crc32_of(PyObject *buffer, int *failed)
+{
+    PyObject *result = PyObject_CallOneArg(S.crc32_fn, buffer);
+    if (result == NULL) {
+        *failed = 1;
+        return 0;
+    }
+    uint32_t crc = (uint32_t)PyLong_AsUnsignedLongMask(result);
+    Py_DECREF(result);
+    return crc;
+}
+
+/* CRC-32 of a tag's UTF-8 (0 for none), as record.tag_hash. */
+static int tag_hash(PyObject *tag, uint64_t *out)
+{
+    *out = 0;
+    if (tag == NULL || !PyUnicode_Check(tag) || PyUnicode_GET_LENGTH(tag) == 0)
+        return 0;
+    PyObject *cached = PyDict_GetItemWithError(S.tag_hashes, tag);
+    if (cached != NULL) {
+        *out = PyLong_AsUnsignedLongLong(cached);
+        return 0;
+    }
+    if (PyErr_Occurred())
+        return -1;
+    PyObject *raw = PyUnicode_AsUTF8String(tag);
+    if (raw == NULL)
+        return -1;
+    int failed = 0;
+    uint32_t crc = crc32_of(raw, &failed);
+    Py_DECREF(raw);
+    if (failed)
+        return -1;
+    *out = crc;
+    if (PyDict_GET_SIZE(S.tag_hashes) < 65536) {
+        PyObject *value = PyLong_FromUnsignedLong(crc);
+        if (value == NULL || PyDict_SetItem(S.tag_hashes, tag, value) < 0) {
+            Py_XDECREF(value);
+            return -1;
+        }
+        Py_DECREF(value);
+    }
+    return 0;
+}
+
+/* Output buffer: a bytearray grown as records are added. */
+typedef struct {
+    PyObject *array;
+    Py_ssize_t used;
+} outbuf;
+
+static unsigned char *reserve(outbuf *out, Py_ssize_t extra)
+{
+    Py_ssize_t capacity = PyByteArray_GET_SIZE(out->array);
+    if (out->used + extra > capacity) {
+        Py_ssize_t grown = capacity * 2;
+        if (grown < out->used + extra)
+            grown = out->used + extra;
+        if (PyByteArray_Resize(out->array, grown) < 0)
+            return NULL;
+    }
+    return (unsigned char *)PyByteArray_AS_STRING(out->array) + out->used;
+}
+
+/* One ConsumeQueue run of the batch: packed entries for (topic, queue id). */
+typedef struct {
+    PyObject *topic;   /* borrowed from a message kept alive by the batch */
+    long long qid;
+    PyObject *qid_obj; /* borrowed, as topic */
+    int64_t first;
+    unsigned char *entries;
+    Py_ssize_t count, capacity;
+} queue_run;
+
+typedef struct {
+    queue_run *runs;
+    Py_ssize_t n, capacity, last;
+    PyObject *index;   /* (topic, qid) -> run number, once there are many runs */
+} run_table;
+
+static void runs_free(run_table *t)
+{
+    for (Py_ssize_t i = 0; i < t->n; i++)
+        PyMem_Free(t->runs[i].entries);
+    PyMem_Free(t->runs);
+    Py_XDECREF(t->index);
+}
+
+static int same_topic(PyObject *a, PyObject *b)
+{
+    if (a == b)
+        return 1;
+    return PyUnicode_Compare(a, b) == 0;
+}
+
+/* The run for (topic, qid), created from queue_offsets when new; NULL with an error set. */
+static queue_run *find_run(run_table *t, PyObject *topic, PyObject *qid_obj, long long qid,
+                           PyObject *queue_offsets)
+{
+    if (t->last >= 0) {
+        queue_run *r = &t->runs[t->last];
+        if (r->qid == qid && same_topic(r->topic, topic))
+            return r;
+    }
+    PyObject *key = NULL;
+    if (t->index == NULL) {
+        for (Py_ssize_t i = 0; i < t->n; i++) {
+            queue_run *r = &t->runs[i];
+            if (r->qid == qid && same_topic(r->topic, topic)) {
+                t->last = i;
+                return r;
+            }
+        }
+        if (PyErr_Occurred())
+            return NULL;
+    } else {
+        key = PyTuple_Pack(2, topic, qid_obj);
+        if (key == NULL)
+            return NULL;
+        PyObject *at = PyDict_GetItemWithError(t->index, key);
+        if (at != NULL) {
+            Py_DECREF(key);
+            t->last = PyLong_AsSsize_t(at);
+            return &t->runs[t->last];
+        }
+        if (PyErr_Occurred()) {
+            Py_DECREF(key);
+            return NULL;
+        }
+    }
+    if (qid < 0) {
+        Py_XDECREF(key);
+        PyErr_Format(S.invalid_topic_error, "queue id: expected >= 0, found %lld", qid);
+        return NULL;
+    }
+    if (key == NULL && (key = PyTuple_Pack(2, topic, qid_obj)) == NULL)
+        return NULL;
+    int64_t first = 0;
+    PyObject *known = PyDict_GetItemWithError(queue_offsets, key);
+    if (known != NULL) {
+        first = PyLong_AsLongLong(known);
+        if (first == -1 && PyErr_Occurred()) {
+            Py_DECREF(key);
+            return NULL;
+        }
+    } else if (PyErr_Occurred()) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    if (t->n == t->capacity) {
+        Py_ssize_t capacity = t->capacity ? t->capacity * 2 : 16;
+        queue_run *grown = PyMem_Realloc(t->runs, capacity * sizeof(queue_run));
+        if (grown == NULL) {
+            Py_DECREF(key);
+            PyErr_NoMemory();
+            return NULL;
+        }
+        t->runs = grown;
+        t->capacity = capacity;
+    }
+    if (t->n == MAX_SCANNED_RUNS && t->index == NULL) {
+        /* switch to a dict: index every run made so far */
+        t->index = PyDict_New();
+        for (Py_ssize_t i = 0; t->index != NULL && i < t->n; i++) {
+            PyObject *k = PyTuple_Pack(2, t->runs[i].topic, t->runs[i].qid_obj);
+            PyObject *v = PyLong_FromSsize_t(i);
+            int bad = k == NULL || v == NULL || PyDict_SetItem(t->index, k, v) < 0;
+            Py_XDECREF(k);
+            Py_XDECREF(v);
+            if (bad)
+                Py_CLEAR(t->index);
+        }
+        if (t->index == NULL) {
+            Py_DECREF(key);
+            return NULL;
+        }
+    }
+    if (t->index != NULL) {
+        PyObject *v = PyLong_FromSsize_t(t->n);
+        int bad = v == NULL || PyDict_SetItem(t->index, key, v) < 0;
+        Py_XDECREF(v);
+        if (bad) {
+            Py_DECREF(key);
+            return NULL;
+        }
+    }
+    Py_DECREF(key);
+    queue_run *r = &t->runs[t->n];
+    r->topic = topic;
+    r->qid = qid;
+    r->qid_obj = qid_obj;
+    r->first = first;
+    r->entries = NULL;
+    r->count = r->capacity = 0;
+    t->last = t->n++;
+    return r;
+}
+
+static int run_add(queue_run *r, int64_t pos, int32_t size, uint64_t thash)
+{
+    if (r->count == r->capacity) {
+        Py_ssize_t capacity = r->capacity ? r->capacity * 2 : 32;
+        unsigned char *grown = PyMem_Realloc(r->entries, capacity * CQ_ENTRY_SIZE);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        r->entries = grown;
+        r->capacity = capacity;
+    }
+    unsigned char *e = r->entries + r->count * CQ_ENTRY_SIZE;
+    put64(e, (uint64_t)pos);
+    put32(e + 8, (uint32_t)size);
+    put64(e + 12, thash);
+    r->count++;
+    return 0;
+}
+
+/* Write PROPERTIESLENGTH + PROPERTIES ("k\x01v\x02..."); returns their byte count or -1. */
+static Py_ssize_t encode_properties(outbuf *out, PyObject *props, Py_ssize_t index)
+{
+    Py_ssize_t at = out->used;
+    if (reserve(out, 2) == NULL)
+        return -1;
+    out->used += 2;
+    Py_ssize_t pos = 0;
+    PyObject *name, *value;
+    while (PyDict_Next(props, &pos, &name, &value)) {
+        if (!PyUnicode_Check(name) || !PyUnicode_Check(value)) {
+            PyErr_Format(S.store_error, "message %zd: property %R: names and values must be str", index,
+                         name);
+            return -1;
+        }
+        Py_ssize_t nlen, vlen;
+        const char *n = PyUnicode_AsUTF8AndSize(name, &nlen);
+        if (n == NULL)
+            return -1;
+        const char *v = PyUnicode_AsUTF8AndSize(value, &vlen);
+        if (v == NULL)
+            return -1;
+        if (nlen == 0 || memchr(n, 1, nlen) || memchr(n, 2, nlen) || memchr(v, 1, vlen) || memchr(v, 2, vlen)) {
+            PyErr_Format(S.store_error, "property %R contains a separator character or is empty", name);
+            return -1;
+        }
+        unsigned char *p = reserve(out, nlen + vlen + 2);
+        if (p == NULL)
+            return -1;
+        memcpy(p, n, nlen);
+        p[nlen] = 1;
+        memcpy(p + nlen + 1, v, vlen);
+        p[nlen + 1 + vlen] = 2;
+        out->used += nlen + vlen + 2;
+    }
+    Py_ssize_t length = out->used - at - 2;
+    if (length > 65535) {
+        PyErr_Format(S.store_error, "message %zd: properties of %zd bytes exceed 65535", index, length);
+        return -1;
+    }
+    put16((unsigned char *)PyByteArray_AS_STRING(out->array) + at, (uint32_t)length);
+    return length;
+}
+
+static PyObject *new_tuple_of(PyTypeObject *type, Py_ssize_t n)
+{
+    return type->tp_alloc(type, n);
+}
+
+typedef struct {
+    PyObject *msgs_fast;
+    outbuf out;
+    run_table runs;
+    PyObject *entries;
+    PyObject *index_requests;
+} batch_state;
+
+static PyObject *finish(batch_state *b, Py_ssize_t size, Py_ssize_t consumed, int segment_full)
+{
+    PyObject *pieces = NULL, *queue_runs = NULL, *result = NULL;
+    if (PyByteArray_Resize(b->out.array, b->out.used) < 0)
+        return NULL;
+    pieces = PyList_New(0);
+    if (pieces == NULL)
+        return NULL;
+    if (b->out.used > 0 && PyList_Append(pieces, b->out.array) < 0)
+        goto done;
+    queue_runs = PyDict_New();
+    if (queue_runs == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < b->runs.n; i++) {
+        queue_run *r = &b->runs.runs[i];
+        PyObject *key = PyTuple_Pack(2, r->topic, r->qid_obj);
+        PyObject *first = PyLong_FromLongLong(r->first);
+        PyObject *packed = PyByteArray_FromStringAndSize((const char *)r->entries, r->count * CQ_ENTRY_SIZE);
+        PyObject *value = key && first && packed ? PyTuple_Pack(2, first, packed) : NULL;
+        int bad = value == NULL || PyDict_SetItem(queue_runs, key, value) < 0;
+        Py_XDECREF(key);
+        Py_XDECREF(first);
+        Py_XDECREF(packed);
+        Py_XDECREF(value);
+        if (bad)
+            goto done;
+    }
+    result = new_tuple_of(S.encoding_type, 7);
+    if (result == NULL)
+        goto done;
+    PyObject *items[7] = {
+        pieces, PyLong_FromSsize_t(size), PyLong_FromSsize_t(consumed), b->entries, queue_runs,
+        b->index_requests, PyBool_FromLong(segment_full),
+    };
+    if (items[1] == NULL || items[2] == NULL) {
+        Py_XDECREF(items[1]);
+        Py_XDECREF(items[2]);
+        Py_DECREF(items[6]);
+        Py_CLEAR(result);
+        goto done;
+    }
+    Py_INCREF(b->entries);
+    Py_INCREF(b->index_requests);
+    for (int i = 0; i < 7; i++)
+        PyTuple_SET_ITEM(result, i, items[i]);
+    return result; /* pieces and queue_runs now owned by result */
+done:
+    Py_XDECREF(pieces);
+    Py_XDECREF(queue_runs);
+    return result;
+}
+
+/* The per-message loop; see record.encode_batch for the contract. */
+static PyObject *encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!S.configured) {
+        PyErr_SetString(PyExc_RuntimeError, "_record_codec.configure() was not called");
+        return NULL;
+    }
+    if (nargs != 8 && nargs != 9) {
+        PyErr_Format(PyExc_TypeError, "encode_batch takes 8 or 9 arguments, found %zd", nargs);
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    long long physical_offset = PyLong_AsLongLong(args[2]);
+    long long space = PyLong_AsLongLong(args[3]);
+    long long store_timestamp = PyLong_AsLongLong(args[4]);
+    PyObject *store_host = args[5];
+    PyObject *queue_offsets = args[6];
+    long long max_message_size = PyLong_AsLongLong(args[7]);
+    PyObject *msg_id_prefix = nargs == 9 ? args[8] : S.empty_prefix;
+    if (PyErr_Occurred())
+        return NULL;
+    if (!PyDict_Check(queue_offsets) || !PyUnicode_Check(msg_id_prefix)) {
+        PyErr_SetString(PyExc_TypeError, "encode_batch: queue_offsets must be a dict, msg_id_prefix a str");
+        return NULL;
+    }
+    const char *store_ip;
+    Py_ssize_t store_ip_len;
+    long store_port;
+    if (!PyTuple_Check(store_host) || PyTuple_GET_SIZE(store_host) != 2 ||
+        PyBytes_AsStringAndSize(PyTuple_GET_ITEM(store_host, 0), (char **)&store_ip, &store_ip_len) < 0 ||
+        store_ip_len != 4) {
+        PyErr_Clear();
+        PyErr_SetString(S.store_error, "store host: expected (4 raw bytes, port)");
+        return NULL;
+    }
+    store_port = PyLong_AsLong(PyTuple_GET_ITEM(store_host, 1));
+    if (store_port == -1 && PyErr_Occurred())
+        return NULL;
+
+    batch_state b = {0};
+    b.runs.last = -1;
+    PyObject *result = NULL;
+    PyObject *ts_obj = NULL;
+    b.msgs_fast = PySequence_Fast(args[0], "encode_batch: msgs must be a sequence");
+    if (b.msgs_fast == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(b.msgs_fast);
+    PyObject **msgs = PySequence_Fast_ITEMS(b.msgs_fast);
+    b.entries = PyList_New(0);
+    b.index_requests = PyList_New(0);
+    ts_obj = PyLong_FromLongLong(store_timestamp);
+    /* a first guess at the batch's size; reserve() doubles it when it runs short */
+    Py_ssize_t guess = (n - start) * (HEADER_SIZE + 1024 + 64) + MARKER_SIZE;
+    if (guess > space || guess < 0)
+        guess = space > 0 ? (Py_ssize_t)space : 0;
+    b.out.array = PyByteArray_FromStringAndSize(NULL, guess);
+    if (b.entries == NULL || b.index_requests == NULL || ts_obj == NULL || b.out.array == NULL)
+        goto done;
+
+    long long pos = physical_offset;
+    long long limit = physical_offset + space - MARKER_SIZE;
+    for (Py_ssize_t index = start; index < n; index++) {
+        PyObject *msg = msgs[index];
+        PyObject *topic = NULL, *props = NULL, *body = NULL, *qid_obj = NULL, *born = NULL;
+        Py_buffer view = {0};
+        int ok = 0;
+        Py_ssize_t record_at = b.out.used;
+        int64_t flag, sys_flag, born_ts, reconsume, prepared, born_port;
+        do {
+            topic = field(msg, F_TOPIC);
+            if (topic == NULL)
+                break;
+            PyObject *tail = PyUnicode_Check(topic) ? PyDict_GetItemWithError(S.topic_tails, topic) : NULL;
+            if (tail != NULL)
+                Py_INCREF(tail);
+            else if (PyErr_Occurred() || (tail = PyObject_CallOneArg(S.topic_tail_fn, topic)) == NULL)
+                break;
+            props = field(msg, F_PROPERTIES);
+            body = field(msg, F_BODY);
+            if (props == NULL || body == NULL || PyObject_GetBuffer(body, &view, PyBUF_SIMPLE) < 0) {
+                Py_DECREF(tail);
+                break;
+            }
+            if (!PyDict_Check(props)) {
+                Py_DECREF(tail);
+                PyErr_Format(S.store_error, "message %zd: properties must be a dict", index);
+                break;
+            }
+            /* header placeholder, BODY, TOPICLENGTH + TOPIC, then PROPERTIESLENGTH + PROPERTIES */
+            Py_ssize_t tail_len = PyBytes_GET_SIZE(tail);
+            unsigned char *p = reserve(&b.out, HEADER_SIZE + view.len + tail_len);
+            if (p == NULL) {
+                Py_DECREF(tail);
+                break;
+            }
+            memcpy(p + HEADER_SIZE, view.buf, view.len);
+            memcpy(p + HEADER_SIZE + view.len, PyBytes_AS_STRING(tail), tail_len - 2);
+            Py_DECREF(tail);
+            b.out.used += HEADER_SIZE + view.len + tail_len - 2;
+            uint64_t thash = 0;
+            PyObject *keys = NULL, *uniq = NULL;
+            if (PyDict_GET_SIZE(props) > 0) {
+                if (encode_properties(&b.out, props, index) < 0)
+                    break;
+                if (tag_hash(PyDict_GetItemWithError(props, S.s_tags), &thash) < 0 || PyErr_Occurred())
+                    break;
+                keys = PyDict_GetItemWithError(props, S.s_keys);
+                if (keys == NULL && PyErr_Occurred())
+                    break;
+                uniq = PyDict_GetItemWithError(props, S.s_uniq);
+                if (uniq == NULL && PyErr_Occurred())
+                    break;
+            } else {
+                unsigned char *q = reserve(&b.out, 2);
+                if (q == NULL)
+                    break;
+                q[0] = q[1] = 0;
+                b.out.used += 2;
+            }
+            long long size = b.out.used - record_at;
+            if (size > max_message_size) {
+                PyErr_Format(S.store_error, "message %zd: size %lld exceeds the limit %lld", index, size,
+                             max_message_size);
+                break;
+            }
+            if (pos + size > limit) {
+                /* the end-of-segment marker replaces what was staged for this message */
+                b.out.used = record_at;
+                unsigned char *m = reserve(&b.out, MARKER_SIZE);
+                if (m == NULL)
+                    break;
+                put32(m, (uint32_t)(physical_offset + space - pos));
+                put32(m + 4, BLANK_MAGIC);
+                b.out.used += MARKER_SIZE;
+                Py_XDECREF(topic);
+                Py_XDECREF(props);
+                Py_XDECREF(body);
+                PyBuffer_Release(&view);
+                result = finish(&b, (Py_ssize_t)(pos - physical_offset + MARKER_SIZE), index - start, 1);
+                goto done;
+            }
+            qid_obj = field(msg, F_QUEUE_ID);
+            if (qid_obj == NULL)
+                break;
+            int overflow = 0;
+            long long qid = PyLong_AsLongLongAndOverflow(qid_obj, &overflow);
+            if (qid == -1 && PyErr_Occurred())
+                break;
+            if (overflow || qid > INT32_MAX) {
+                PyErr_Format(S.store_error, "message %zd: queue_id outside [0, %d]", index, INT32_MAX);
+                break;
+            }
+            queue_run *run = find_run(&b.runs, topic, qid_obj, qid, queue_offsets);
+            if (run == NULL)
+                break;
+            int64_t qoff = run->first + run->count;
+            if (as_int64(msg, F_FLAG, index, INT32_MIN, INT32_MAX, &flag) < 0 ||
+                as_int64(msg, F_SYS_FLAG, index, INT32_MIN, INT32_MAX, &sys_flag) < 0 ||
+                as_int64(msg, F_BORN_TIMESTAMP, index, INT64_MIN, INT64_MAX, &born_ts) < 0 ||
+                as_int64(msg, F_RECONSUME_TIMES, index, INT32_MIN, INT32_MAX, &reconsume) < 0 ||
+                as_int64(msg, F_PREPARED_TX_OFFSET, index, INT64_MIN, INT64_MAX, &prepared) < 0)
+                break;
+            born = field(msg, F_BORN_HOST);
+            if (born == NULL)
+                break;
+            PyObject *raw = PyDict_GetItemWithError(S.host_cache, born);
+            if (raw != NULL)
+                Py_INCREF(raw);
+            else if (PyErr_Occurred() || (raw = PyObject_CallOneArg(S.host_fn, born)) == NULL)
+                break;
+            const char *born_ip;
+            Py_ssize_t born_ip_len;
+            if (!PyTuple_Check(raw) || PyTuple_GET_SIZE(raw) != 2 ||
+                PyBytes_AsStringAndSize(PyTuple_GET_ITEM(raw, 0), (char **)&born_ip, &born_ip_len) < 0 ||
+                born_ip_len != 4) {
+                Py_DECREF(raw);
+                PyErr_Clear();
+                PyErr_Format(S.store_error, "message %zd: born host is not an IPv4 (ip, port)", index);
+                break;
+            }
+            born_port = PyLong_AsLong(PyTuple_GET_ITEM(raw, 1));
+            char born_ip_copy[4];
+            memcpy(born_ip_copy, born_ip, 4);
+            Py_DECREF(raw);
+            if (born_port == -1 && PyErr_Occurred())
+                break;
+            int failed = 0;
+            uint32_t crc = crc32_of(body, &failed);
+            if (failed)
+                break;
+            if (run_add(run, pos, (int32_t)size, thash) < 0)
+                break;
+            if ((keys != NULL && PyObject_IsTrue(keys)) || (uniq != NULL && PyObject_IsTrue(uniq))) {
+                PyObject *request = Py_BuildValue("(OOOL)", topic, keys ? keys : Py_None,
+                                                  uniq ? uniq : Py_None, pos);
+                int bad = request == NULL || PyList_Append(b.index_requests, request) < 0;
+                Py_XDECREF(request);
+                if (bad) {
+                    run->count--;
+                    break;
+                }
+            }
+            unsigned char *h = (unsigned char *)PyByteArray_AS_STRING(b.out.array) + record_at;
+            put32(h, (uint32_t)size);
+            put32(h + 4, MESSAGE_MAGIC);
+            put32(h + 8, crc);
+            put32(h + 12, (uint32_t)qid);
+            put32(h + 16, (uint32_t)flag);
+            put64(h + 20, (uint64_t)qoff);
+            put64(h + 28, (uint64_t)pos);
+            put32(h + 36, (uint32_t)sys_flag);
+            put64(h + 40, (uint64_t)born_ts);
+            memcpy(h + 48, born_ip_copy, 4);
+            put32(h + 52, (uint32_t)born_port);
+            put64(h + 56, (uint64_t)store_timestamp);
+            memcpy(h + 64, store_ip, 4);
+            put32(h + 68, (uint32_t)store_port);
+            put32(h + 72, (uint32_t)reconsume);
+            put64(h + 76, (uint64_t)prepared);
+            put32(h + 84, (uint32_t)view.len);
+            PyObject *entry = new_tuple_of(S.entry_type, 5);
+            PyObject *e_pos = PyLong_FromLongLong(pos), *e_qoff = PyLong_FromLongLong(qoff);
+            PyObject *e_size = PyLong_FromLongLong(size);
+            if (entry == NULL || e_pos == NULL || e_qoff == NULL || e_size == NULL) {
+                Py_XDECREF(entry);
+                Py_XDECREF(e_pos);
+                Py_XDECREF(e_qoff);
+                Py_XDECREF(e_size);
+                break;
+            }
+            Py_INCREF(ts_obj);
+            Py_INCREF(msg_id_prefix);
+            PyTuple_SET_ITEM(entry, 0, e_pos);
+            PyTuple_SET_ITEM(entry, 1, e_qoff);
+            PyTuple_SET_ITEM(entry, 2, ts_obj);
+            PyTuple_SET_ITEM(entry, 3, e_size);
+            PyTuple_SET_ITEM(entry, 4, msg_id_prefix);
+            int bad = PyList_Append(b.entries, entry) < 0;
+            Py_DECREF(entry);
+            if (bad)
+                break;
+            pos += size;
+            ok = 1;
+        } while (0);
+        Py_XDECREF(topic);
+        Py_XDECREF(props);
+        Py_XDECREF(body);
+        Py_XDECREF(qid_obj);
+        Py_XDECREF(born);
+        if (view.obj != NULL)
+            PyBuffer_Release(&view);
+        if (!ok)
+            goto done;
+    }
+    result = finish(&b, (Py_ssize_t)(pos - physical_offset), n - start, 0);
+done:
+    runs_free(&b.runs);
+    Py_XDECREF(b.out.array);
+    Py_XDECREF(b.entries);
+    Py_XDECREF(b.index_requests);
+    Py_XDECREF(b.msgs_fast);
+    Py_XDECREF(ts_obj);
+    return result;
+}
+
+static int set_ref(PyObject **slot, PyObject *value)
+{
+    Py_XINCREF(value);
+    Py_XSETREF(*slot, value);
+    return 0;
+}
+
+static PyObject *configure(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"message_type", "entry_type", "encoding_type", "store_error",
+                            "invalid_topic_error", "topic_tails", "topic_tail_fn", "host_cache",
+                            "host_fn", "crc32_fn", NULL};
+    PyObject *message_type, *entry_type, *encoding_type, *store_error, *invalid_topic_error;
+    PyObject *topic_tails, *topic_tail_fn, *host_cache, *host_fn, *crc32_fn;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!OOO!OO!OO:configure", names, &PyType_Type,
+                                     &message_type, &PyType_Type, &entry_type, &PyType_Type, &encoding_type,
+                                     &store_error, &invalid_topic_error, &PyDict_Type, &topic_tails,
+                                     &topic_tail_fn, &PyDict_Type, &host_cache, &host_fn, &crc32_fn))
+        return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)entry_type, &PyTuple_Type) ||
+        !PyType_IsSubtype((PyTypeObject *)encoding_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "configure: entry_type and encoding_type must be tuple subclasses");
+        return NULL;
+    }
+    PyTypeObject *mt = (PyTypeObject *)message_type;
+    for (int i = 0; i < N_FIELDS; i++) {
+        PyObject *name = PyUnicode_InternFromString(field_names[i]);
+        if (name == NULL)
+            return NULL;
+        Py_XSETREF(S.field_strs[i], name);
+        /* a slots class keeps each field at a fixed offset: read it there, past the attribute lookup */
+        S.field_offsets[i] = -1;
+        PyObject *descr = PyDict_GetItemWithError(mt->tp_dict, name);
+        if (descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+            PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+            if (member->type == T_OBJECT_EX || member->type == T_OBJECT)
+                S.field_offsets[i] = member->offset;
+        } else if (descr == NULL && PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    set_ref((PyObject **)&S.message_type, message_type);
+    set_ref((PyObject **)&S.entry_type, entry_type);
+    set_ref((PyObject **)&S.encoding_type, encoding_type);
+    set_ref(&S.store_error, store_error);
+    set_ref(&S.invalid_topic_error, invalid_topic_error);
+    set_ref(&S.topic_tails, topic_tails);
+    set_ref(&S.topic_tail_fn, topic_tail_fn);
+    set_ref(&S.host_cache, host_cache);
+    set_ref(&S.host_fn, host_fn);
+    set_ref(&S.crc32_fn, crc32_fn);
+    if (S.tag_hashes == NULL && (S.tag_hashes = PyDict_New()) == NULL)
+        return NULL;
+    if (S.s_tags == NULL) {
+        S.s_tags = PyUnicode_InternFromString("TAGS");
+        S.s_keys = PyUnicode_InternFromString("KEYS");
+        S.s_uniq = PyUnicode_InternFromString("UNIQ_KEY");
+        S.empty_prefix = PyUnicode_FromString("");
+        if (S.s_tags == NULL || S.s_keys == NULL || S.s_uniq == NULL || S.empty_prefix == NULL)
+            return NULL;
+    }
+    S.configured = 1;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
+     "Hand over the Python types, errors, caches and CRC function the encoder uses."},
+    {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL,
+     "encode_batch(msgs, start, physical_offset, space, store_timestamp, store_host, queue_offsets, "
+     "max_message_size, msg_id_prefix) -> BatchEncoding; see record.encode_batch."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_record_codec", "Compiled CommitLog batch encoder (see record.py).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__record_codec(void) { return PyModule_Create(&module_def); }
