@@ -64,22 +64,55 @@ typedef struct {
 
 static codec_state S;
 
+/* big-endian stores (the record layout is Java's byte order) */
 static inline void put16(unsigned char *p, uint32_t v) { p[0] = (unsigned char)(v >> 8); p[1] = (unsigned char)v; }
 
 static inline void put32(unsigned char *p, uint32_t v)
 {
+#if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    v = __builtin_bswap32(v);
+    memcpy(p, &v, 4);
+#else
     p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16);
     p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v;
+#endif
 }
 
 static inline void put64(unsigned char *p, uint64_t v)
 {
+#if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    v = __builtin_bswap64(v);
+    memcpy(p, &v, 8);
+#else
     put32(p, (uint32_t)(v >> 32));
     put32(p + 4, (uint32_t)v);
+#endif
+}
+
+/* Value of an exact int that fits one 30-bit digit (flags, counts, small offsets), without a call;
+ * anything else goes through the general conversion. */
+static inline int small_int(PyObject *v, long long *out)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyLong_CheckExact(v)) {
+        Py_ssize_t size = Py_SIZE(v);
+        if (size == 0 || size == 1 || size == -1) {
+            long long digit = size ? (long long)((PyLongObject *)v)->ob_digit[0] : 0;
+            *out = size < 0 ? -digit : digit;
+            return 1;
+        }
+    }
+#else
+    if (PyLong_CheckExact(v) && _PyLong_IsCompact((PyLongObject *)v)) {
+        *out = (long long)_PyLong_CompactValue((PyLongObject *)v);
+        return 1;
+    }
+#endif
+    return 0;
 }
 
 /* New reference to a field of a message: by slot offset for MessageToStore, else by attribute. */
-static PyObject *field(PyObject *msg, int which)
+static inline PyObject *field(PyObject *msg, int which)
 {
     if (Py_TYPE(msg) == S.message_type && S.field_offsets[which] >= 0) {
         PyObject *value = *(PyObject **)((char *)msg + S.field_offsets[which]);
@@ -93,13 +126,15 @@ static PyObject *field(PyObject *msg, int which)
     return PyObject_GetAttr(msg, S.field_strs[which]);
 }
 
-static int as_int64(PyObject *msg, int which, Py_ssize_t index, int64_t lo, int64_t hi, int64_t *out)
+static inline int as_int64(PyObject *msg, int which, Py_ssize_t index, int64_t lo, int64_t hi, int64_t *out)
 {
     PyObject *value = field(msg, which);
     if (value == NULL)
         return -1;
+    long long v;
     int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (!small_int(value, &v))
+        v = PyLong_AsLongLongAndOverflow(value, &overflow);
     Py_DECREF(value);
     if (v == -1 && PyErr_Occurred()) {
         PyErr_Format(S.store_error, "message %zd: %s must be an int", index, field_names[which]);
@@ -484,6 +519,8 @@ static PyObject *encode_batch(PyObject *module, PyObject *const *args, Py_ssize_
     b.runs.last = -1;
     PyObject *result = NULL;
     PyObject *ts_obj = NULL;
+    /* the previous message's topic and born host with what they encode to (strong references) */
+    PyObject *last_topic = NULL, *last_tail = NULL, *last_born = NULL, *last_raw = NULL;
     b.msgs_fast = PySequence_Fast(args[0], "encode_batch: msgs must be a sequence");
     if (b.msgs_fast == NULL)
         return NULL;
@@ -513,14 +550,33 @@ static PyObject *encode_batch(PyObject *module, PyObject *const *args, Py_ssize_
             topic = field(msg, F_TOPIC);
             if (topic == NULL)
                 break;
-            PyObject *tail = PyUnicode_Check(topic) ? PyDict_GetItemWithError(S.topic_tails, topic) : NULL;
-            if (tail != NULL)
+            PyObject *tail;
+            if (topic == last_topic) {
+                tail = last_tail;
                 Py_INCREF(tail);
-            else if (PyErr_Occurred() || (tail = PyObject_CallOneArg(S.topic_tail_fn, topic)) == NULL)
-                break;
+            } else {
+                tail = PyUnicode_Check(topic) ? PyDict_GetItemWithError(S.topic_tails, topic) : NULL;
+                if (tail != NULL)
+                    Py_INCREF(tail);
+                else if (PyErr_Occurred() || (tail = PyObject_CallOneArg(S.topic_tail_fn, topic)) == NULL)
+                    break;
+                if (!PyBytes_Check(tail) || PyBytes_GET_SIZE(tail) < 3) {
+                    Py_DECREF(tail);
+                    PyErr_SetString(PyExc_TypeError, "topic tail must be bytes");
+                    break;
+                }
+                Py_XSETREF(last_tail, tail);
+                Py_INCREF(tail);
+                Py_INCREF(topic);
+                Py_XSETREF(last_topic, topic);
+            }
             props = field(msg, F_PROPERTIES);
             body = field(msg, F_BODY);
-            if (props == NULL || body == NULL || PyObject_GetBuffer(body, &view, PyBUF_SIMPLE) < 0) {
+            if (props != NULL && body != NULL && PyBytes_CheckExact(body)) {
+                /* bytes need no buffer export: point at them (view.obj stays NULL) */
+                view.buf = PyBytes_AS_STRING(body);
+                view.len = PyBytes_GET_SIZE(body);
+            } else if (props == NULL || body == NULL || PyObject_GetBuffer(body, &view, PyBUF_SIMPLE) < 0) {
                 Py_DECREF(tail);
                 break;
             }
@@ -578,7 +634,8 @@ static PyObject *encode_batch(PyObject *module, PyObject *const *args, Py_ssize_
                 Py_XDECREF(topic);
                 Py_XDECREF(props);
                 Py_XDECREF(body);
-                PyBuffer_Release(&view);
+                if (view.obj != NULL)
+                    PyBuffer_Release(&view);
                 result = finish(&b, (Py_ssize_t)(pos - physical_offset + MARKER_SIZE), index - start, 1);
                 goto done;
             }
@@ -606,11 +663,21 @@ static PyObject *encode_batch(PyObject *module, PyObject *const *args, Py_ssize_
             born = field(msg, F_BORN_HOST);
             if (born == NULL)
                 break;
-            PyObject *raw = PyDict_GetItemWithError(S.host_cache, born);
-            if (raw != NULL)
+            PyObject *raw;
+            if (born == last_born) {
+                raw = last_raw;
                 Py_INCREF(raw);
-            else if (PyErr_Occurred() || (raw = PyObject_CallOneArg(S.host_fn, born)) == NULL)
-                break;
+            } else {
+                raw = PyDict_GetItemWithError(S.host_cache, born);
+                if (raw != NULL)
+                    Py_INCREF(raw);
+                else if (PyErr_Occurred() || (raw = PyObject_CallOneArg(S.host_fn, born)) == NULL)
+                    break;
+                Py_INCREF(born);
+                Py_XSETREF(last_born, born);
+                Py_INCREF(raw);
+                Py_XSETREF(last_raw, raw);
+            }
             const char *born_ip;
             Py_ssize_t born_ip_len;
             if (!PyTuple_Check(raw) || PyTuple_GET_SIZE(raw) != 2 ||
@@ -697,6 +764,10 @@ static PyObject *encode_batch(PyObject *module, PyObject *const *args, Py_ssize_
     }
     result = finish(&b, (Py_ssize_t)(pos - physical_offset), n - start, 0);
 done:
+    Py_XDECREF(last_topic);
+    Py_XDECREF(last_tail);
+    Py_XDECREF(last_born);
+    Py_XDECREF(last_raw);
     runs_free(&b.runs);
     Py_XDECREF(b.out.array);
     Py_XDECREF(b.entries);

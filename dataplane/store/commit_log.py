@@ -149,6 +149,11 @@ class CommitLog:
                     self.msg_id_prefix,
                 )
                 self._write(mf, enc)
+                if not enc.segment_full and not consumed:
+                    # the whole batch in one segment (the usual case): its lists as they are
+                    return AppendBatch(
+                        enc.entries, enc.queue_runs, enc.index_requests, store_timestamp, self.max_offset
+                    )
                 entries.extend(enc.entries)
                 index.extend(enc.index_requests)
                 for key, (first, queue_entries) in enc.queue_runs.items():

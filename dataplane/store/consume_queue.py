@@ -62,7 +62,11 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         self.entries_per_file = entries_per_file
-        self.queue = MappedFileQueue(directory, entries_per_file * CQ_ENTRY_SIZE, preallocate=False)
+        # writable mapping: a batch's entries for a queue (a few hundred bytes) are copied in without a
+        # system call; the disk watermark (MessageStore.disk_full) keeps a page fault from meeting ENOSPC
+        self.queue = MappedFileQueue(
+            directory, entries_per_file * CQ_ENTRY_SIZE, preallocate=False, writable_map=True
+        )
         self.min_offset = 0
         self.max_offset = 0
         self.dirty = False
@@ -127,12 +131,23 @@ class ConsumeQueue:
             if not data:
                 return
         queue = self.queue
-        if not queue.files:
-            start = offset * CQ_ENTRY_SIZE
-            queue.create(start - start % queue.file_size)
+        byte_offset = offset * CQ_ENTRY_SIZE
+        files = queue.files
+        if files:
+            # the usual case, once per queue per batch: the entries fit in the last file
+            mf = files[-1]
+            rel = byte_offset - mf.file_from_offset
+            end = rel + len(data)
+            if 0 <= rel and end <= queue.file_size and rel >= mf.wrote_position:
+                mf.mm[rel:end] = data
+                mf.wrote_position = end
+                self.max_offset = offset + len(data) // CQ_ENTRY_SIZE
+                self.dirty = True
+                return
+        else:
+            queue.create(byte_offset - byte_offset % queue.file_size)
             self.min_offset = offset
         view = memoryview(data)
-        byte_offset = offset * CQ_ENTRY_SIZE
         while view:
             mf = queue.last_writable()
             while mf.file_from_offset + queue.file_size <= byte_offset:
