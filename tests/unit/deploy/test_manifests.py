@@ -104,6 +104,9 @@ def test_dockerfile_copies_what_exists_and_names_known_env_and_ports() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
     for package in project["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]:
         assert f"COPY {package} ./{package}" in text, package
+    # and the build hook that compiles the store's encoder, with a compiler to run it
+    hook = project["tool"]["hatch"]["build"]["targets"]["wheel"]["hooks"]["custom"]["path"]
+    assert hook in text and "scripts/build_ext.py" in text and "gcc" in text
     # ENV names are settings; EXPOSEd ports are the documented defaults
     env_block = re.search(r"^ENV PATH=.*?(?=^USER)", text, re.MULTILINE | re.DOTALL)
     assert env_block is not None
