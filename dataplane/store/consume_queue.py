@@ -138,7 +138,7 @@ class ConsumeQueue:
             mf = files[-1]
             rel = byte_offset - mf.file_from_offset
             end = rel + len(data)
-            if 0 <= rel and end <= queue.file_size and rel >= mf.wrote_position:
+            if mf.wrote_position <= rel and end <= queue.file_size:
                 mf.mm[rel:end] = data
                 mf.wrote_position = end
                 self.max_offset = offset + len(data) // CQ_ENTRY_SIZE
