@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+from hatchling.builders.hooks.plugin.interface import BuildHookInterface  # type: ignore[import-not-found]
 
 
-class RecordCodecBuildHook(BuildHookInterface):  # type: ignore[type-arg]
+class RecordCodecBuildHook(BuildHookInterface):  # type: ignore[misc]
     PLUGIN_NAME = "custom"
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
