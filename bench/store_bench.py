@@ -8,7 +8,8 @@ batches of 128 x 1 KiB, one process), read_msgs_per_s (batches of 32 from the pa
 sync_group_commit_ratio (64 SYNC_FLUSH writers over one; the median of alternating rounds; the
 disk and append runs alternate too, and append_vs_disk_ratio is the median of the paired ratios),
 recovery_s_per_gib (full scan after SIGKILL, checkpoint removed; --quick scans a smaller log and
-scales linearly).
+scales linearly), encode_compiled_us_per_msg / encode_python_us_per_msg (the two CommitLog encoders
+alone on the append batches, no write).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from dataplane.store import (
     MessageToStore,
     PutMessageStatus,
 )
+from dataplane.store.record import HEADER_SIZE, compiled_encode_batch, python_encode_batch
 
 TOPIC = "bench%topic"
 QUEUES = 8
@@ -43,6 +45,7 @@ BATCH = 128
 BODY = b"x" * 1024
 SEGMENT = 1 << 30
 ROUNDS = 3  # disk and append runs, alternating; the figures are medians
+RECORD_SIZE = HEADER_SIZE + len(BODY) + 2 + len(TOPIC) + 2  # one appended record, no properties
 
 
 def _config(path: Path, **kw: object) -> MessageStoreConfig:
@@ -106,6 +109,21 @@ def bench_append_and_read(work: Path, count: int, props: dict[str, str] | None) 
         assert read == appended
     store.shutdown()
     shutil.rmtree(directory)
+    return out
+
+
+def bench_encoders(rounds: int = 200) -> dict[str, float]:
+    """Microseconds per message of the two CommitLog encoders alone (no write), on the append batches."""
+    batches = _batches()
+    host = (b"\x7f\x00\x00\x01", 10911)
+    out = {}
+    for name, encode in (("compiled", compiled_encode_batch), ("python", python_encode_batch)):
+        if encode is None:
+            continue
+        began = time.perf_counter()
+        for i in range(rounds):
+            encode(batches[i % 4], 0, 0, SEGMENT, 1, host, {}, 1 << 22, "PREFIX")
+        out[f"encode_{name}_us_per_msg"] = (time.perf_counter() - began) / (rounds * BATCH) * 1e6
     return out
 
 
@@ -243,12 +261,11 @@ def main() -> None:
         args.dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="store-bench-", dir=args.dir))
     try:
-        record = BATCH * (len(BODY) + 88 + 2 + len(TOPIC) + 2)
         # The disk and the store take turns, round after round, and each ratio pairs the runs next to
         # each other: on a shared machine the page cache's speed moves by half within a minute.
         disks, plains = [], []
         for _ in range(ROUNDS):
-            disks.append(bench_disk(work, count * (len(BODY) + 88 + 2 + len(TOPIC) + 2), record))
+            disks.append(bench_disk(work, count * RECORD_SIZE, BATCH * RECORD_SIZE))
             plains.append(bench_append_and_read(work, count, None))
         disk = statistics.median(disks)
         plain = {key: statistics.median(p[key] for p in plains) for key in plains[0]}
@@ -261,6 +278,8 @@ def main() -> None:
             f"(rounds: {append_rounds})"
         )
         print(f"read by queue offset: {plain['read_msgs_per_s']:,.0f} msgs/s")
+        encoders = bench_encoders()
+        print("encoders alone: " + ", ".join(f"{k} {v:.3f}" for k, v in encoders.items()))
         with_props = bench_append_and_read(work, count // 3, {"UNIQ_KEY": "0A0B0C0D0E0F", "TAGS": "TagA"})
         print(f"append with UNIQ_KEY+TAGS (indexed): {with_props['msgs_per_s']:,.0f} msgs/s")
         group = bench_group_commit(work, 2.0 if args.quick else 5.0)
@@ -285,6 +304,7 @@ def main() -> None:
         "append_mb_s": plain["mb_s"],
         "append_vs_disk_ratio": ratio,
         "append_vs_disk_ratio_rounds": [p["mb_s"] / d for p, d in zip(plains, disks, strict=True)],
+        **encoders,
         "append_async_indexed_msgs_per_s": with_props["msgs_per_s"],
         "read_msgs_per_s": plain["read_msgs_per_s"],
         "sync_1_writer_msgs_per_s": group["sync_1_writer_msgs_per_s"],

@@ -194,6 +194,34 @@ static int tag_hash(PyObject *tag, uint64_t *out)
     return 0;
 }
 
+/* What ``key`` encodes to (new reference): the previous message's answer when it is the same object
+ * (a batch mostly repeats its topic and born host), else the Python-side cache, else ``fn(key)``, which
+ * validates and fills that cache. ``*last_key`` and ``*last_value`` hold strong references. */
+static PyObject *memo_lookup(PyObject *key, PyObject **last_key, PyObject **last_value, PyObject *cache,
+                             PyObject *fn)
+{
+    PyObject *value;
+    if (key == *last_key) {
+        Py_INCREF(*last_value);
+        return *last_value;
+    }
+    value = PyDict_GetItemWithError(cache, key);
+    if (value != NULL)
+        Py_INCREF(value);
+    else if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_TypeError))
+        return NULL;
+    else {
+        PyErr_Clear(); /* an unhashable key: fn says what is wrong with it */
+        if ((value = PyObject_CallOneArg(fn, key)) == NULL)
+            return NULL;
+    }
+    Py_INCREF(key);
+    Py_XSETREF(*last_key, key);
+    Py_INCREF(value);
+    Py_XSETREF(*last_value, value);
+    return value;
+}
+
 /* Output buffer: a bytearray grown as records are added. */
 typedef struct {
     PyObject *array;
@@ -550,25 +578,13 @@ static PyObject *encode_batch(PyObject *module, PyObject *const *args, Py_ssize_
             topic = field(msg, F_TOPIC);
             if (topic == NULL)
                 break;
-            PyObject *tail;
-            if (topic == last_topic) {
-                tail = last_tail;
-                Py_INCREF(tail);
-            } else {
-                tail = PyUnicode_Check(topic) ? PyDict_GetItemWithError(S.topic_tails, topic) : NULL;
-                if (tail != NULL)
-                    Py_INCREF(tail);
-                else if (PyErr_Occurred() || (tail = PyObject_CallOneArg(S.topic_tail_fn, topic)) == NULL)
-                    break;
-                if (!PyBytes_Check(tail) || PyBytes_GET_SIZE(tail) < 3) {
-                    Py_DECREF(tail);
-                    PyErr_SetString(PyExc_TypeError, "topic tail must be bytes");
-                    break;
-                }
-                Py_XSETREF(last_tail, tail);
-                Py_INCREF(tail);
-                Py_INCREF(topic);
-                Py_XSETREF(last_topic, topic);
+            PyObject *tail = memo_lookup(topic, &last_topic, &last_tail, S.topic_tails, S.topic_tail_fn);
+            if (tail == NULL)
+                break;
+            if (!PyBytes_Check(tail) || PyBytes_GET_SIZE(tail) < 3) {
+                Py_DECREF(tail);
+                PyErr_SetString(PyExc_TypeError, "topic tail must be bytes");
+                break;
             }
             props = field(msg, F_PROPERTIES);
             body = field(msg, F_BODY);
@@ -663,21 +679,9 @@ static PyObject *encode_batch(PyObject *module, PyObject *const *args, Py_ssize_
             born = field(msg, F_BORN_HOST);
             if (born == NULL)
                 break;
-            PyObject *raw;
-            if (born == last_born) {
-                raw = last_raw;
-                Py_INCREF(raw);
-            } else {
-                raw = PyDict_GetItemWithError(S.host_cache, born);
-                if (raw != NULL)
-                    Py_INCREF(raw);
-                else if (PyErr_Occurred() || (raw = PyObject_CallOneArg(S.host_fn, born)) == NULL)
-                    break;
-                Py_INCREF(born);
-                Py_XSETREF(last_born, born);
-                Py_INCREF(raw);
-                Py_XSETREF(last_raw, raw);
-            }
+            PyObject *raw = memo_lookup(born, &last_born, &last_raw, S.host_cache, S.host_fn);
+            if (raw == NULL)
+                break;
             const char *born_ip;
             Py_ssize_t born_ip_len;
             if (!PyTuple_Check(raw) || PyTuple_GET_SIZE(raw) != 2 ||
@@ -777,11 +781,10 @@ done:
     return result;
 }
 
-static int set_ref(PyObject **slot, PyObject *value)
+static void set_ref(PyObject **slot, PyObject *value)
 {
     Py_XINCREF(value);
     Py_XSETREF(*slot, value);
-    return 0;
 }
 
 static PyObject *configure(PyObject *module, PyObject *args, PyObject *kwargs)

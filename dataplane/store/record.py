@@ -393,7 +393,7 @@ def _load_compiled() -> Callable[..., BatchEncoding] | None:
 
 
 compiled_encode_batch = _load_compiled()
-# "compiled" or "python": which encoder appends (a store metric and a test check it)
+# "compiled" or "python": which encoder appends (tests/unit/store/test_record.py checks it)
 ENCODER: Final = "python" if compiled_encode_batch is None else "compiled"
 encode_batch: Callable[..., BatchEncoding] = compiled_encode_batch or python_encode_batch
 

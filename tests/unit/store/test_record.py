@@ -275,3 +275,14 @@ def test_the_compiled_encoder_refuses_what_it_cannot_store(bad: MessageToStore) 
     assert compiled_encode_batch is not None
     with pytest.raises((StoreError, TypeError)):
         compiled_encode_batch([MessageToStore("a", 0, b"ok"), bad], 0, 0, 1 << 20, 1, STORE_HOST, {}, 1 << 20)
+
+
+def test_encoders_agree_on_a_batch_over_many_queues() -> None:
+    # past 64 queues the compiled encoder finds a queue's run through a dict instead of a scan
+    assert compiled_encode_batch is not None
+    msgs = [MessageToStore(f"t{i % 3}", (i * 7) % 90, bytes([i % 256]) * (i % 50)) for i in range(600)]
+    offsets = {("t1", 5): 40, ("t2", 89): 1_000}
+    args = (msgs, 0, 4096, 1 << 20, 1, STORE_HOST, offsets, 1 << 20, "P")
+    compiled = _outcome(compiled_encode_batch, *args)
+    assert len(compiled[4]) > 64  # type: ignore[arg-type]
+    assert compiled == _outcome(python_encode_batch, *args)
