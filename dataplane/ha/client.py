@@ -12,7 +12,6 @@ group configuration and consumer offsets. On any error it reconnects after a sho
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -31,6 +30,7 @@ from dataplane.ha.framing import (
     write_frame,
     write_json,
 )
+from dataplane.ha.tasks import cancel_and_wait
 from dataplane.store.errors import StoreError
 
 __all__ = ("HAClient", "prove_secret")
@@ -65,23 +65,23 @@ class HAClient:
         self.connected = False
         self.last_data = 0.0  # monotonic time of the last frame from the master
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False
         self._writer: asyncio.StreamWriter | None = None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
+        self._stopped = True
         task, self._task = self._task, None
         if self._writer is not None:
             self._writer.close()
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await cancel_and_wait(task)
 
     async def _run(self) -> None:
         backoff = 0.05
-        while True:
+        while not self._stopped:
             try:
                 await self._follow()
                 backoff = 0.05
@@ -136,7 +136,7 @@ class HAClient:
         await writer.drain()
         self.connected = True
         logger.info("following %s from offset %d", self.master_address, store.max_physical_offset)
-        while True:
+        while not self._stopped:
             kind, payload = await asyncio.wait_for(read_frame(reader), 10)
             self.last_data = time.monotonic()
             if kind is FrameType.DATA:

@@ -16,7 +16,6 @@ Controllers are tried in order; a standby's answer names the active one, which i
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from dataplane.ha.client import HAClient
 from dataplane.ha.epoch import EpochFileCache
 from dataplane.ha.reads import ReplicaReader
 from dataplane.ha.service import HAService
+from dataplane.ha.tasks import cancel_and_wait
 from mqcloud.ha.v1 import controller_pb2 as c
 from mqcloud.ha.v1 import controller_pb2_grpc
 
@@ -124,10 +124,7 @@ class HANode:
     async def stop(self) -> None:
         self._running = False
         for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await cancel_and_wait(task)
         if self.client is not None:
             await self.client.stop()
         await self.reads.close()
