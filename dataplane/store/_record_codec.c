@@ -12,6 +12,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <dlfcn.h>
 #include <structmember.h>
 #include <stdint.h>
 #include <string.h>
@@ -57,6 +58,9 @@ typedef struct {
     PyObject *host_cache;            /* dict (ip, port) -> (4 bytes, port) */
     PyObject *host_fn;
     PyObject *crc32_fn;              /* zlib_ng.crc32 */
+    /* zlib-ng's own C entry point in that module's shared object, when it exports one: the same
+     * CRC without a Python call (an argument parse, a buffer export and an int) per message */
+    uint32_t (*crc32_native)(uint32_t, const unsigned char *, uint32_t);
     PyObject *tag_hashes;            /* dict tag -> CRC-32 of its UTF-8 */
     PyObject *s_tags, *s_keys, *s_uniq;
     PyObject *empty_prefix;
@@ -151,6 +155,9 @@ static inline int as_int64(PyObject *msg, int which, Py_ssize_t index, int64_t l
 
 static uint32_t crc32_of(PyObject *buffer, int *failed)
 {
+    if (S.crc32_native != NULL && PyBytes_CheckExact(buffer) && PyBytes_GET_SIZE(buffer) <= UINT32_MAX)
+        return S.crc32_native(0, (const unsigned char *)PyBytes_AS_STRING(buffer),
+                              (uint32_t)PyBytes_GET_SIZE(buffer));
     PyObject *result = PyObject_CallOneArg(S.crc32_fn, buffer);
     if (result == NULL) {
         *failed = 1;
@@ -791,13 +798,15 @@ static PyObject *configure(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"message_type", "entry_type", "encoding_type", "store_error",
                             "invalid_topic_error", "topic_tails", "topic_tail_fn", "host_cache",
-                            "host_fn", "crc32_fn", NULL};
+                            "host_fn", "crc32_fn", "crc32_library", NULL};
     PyObject *message_type, *entry_type, *encoding_type, *store_error, *invalid_topic_error;
     PyObject *topic_tails, *topic_tail_fn, *host_cache, *host_fn, *crc32_fn;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!OOO!OO!OO:configure", names, &PyType_Type,
+    const char *crc32_library = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!OOO!OO!OO|z:configure", names, &PyType_Type,
                                      &message_type, &PyType_Type, &entry_type, &PyType_Type, &encoding_type,
                                      &store_error, &invalid_topic_error, &PyDict_Type, &topic_tails,
-                                     &topic_tail_fn, &PyDict_Type, &host_cache, &host_fn, &crc32_fn))
+                                     &topic_tail_fn, &PyDict_Type, &host_cache, &host_fn, &crc32_fn,
+                                     &crc32_library))
         return NULL;
     if (!PyType_IsSubtype((PyTypeObject *)entry_type, &PyTuple_Type) ||
         !PyType_IsSubtype((PyTypeObject *)encoding_type, &PyTuple_Type)) {
@@ -831,6 +840,13 @@ static PyObject *configure(PyObject *module, PyObject *args, PyObject *kwargs)
     set_ref(&S.host_cache, host_cache);
     set_ref(&S.host_fn, host_fn);
     set_ref(&S.crc32_fn, crc32_fn);
+    S.crc32_native = NULL;
+    if (crc32_library != NULL) {
+        /* already loaded by the import of crc32_fn's module: RTLD_NOLOAD finds it, never loads */
+        void *lib = dlopen(crc32_library, RTLD_NOW | RTLD_NOLOAD);
+        if (lib != NULL)
+            S.crc32_native = (uint32_t(*)(uint32_t, const unsigned char *, uint32_t))dlsym(lib, "zng_crc32");
+    }
     if (S.tag_hashes == NULL && (S.tag_hashes = PyDict_New()) == NULL)
         return NULL;
     if (S.s_tags == NULL) {
@@ -845,7 +861,14 @@ static PyObject *configure(PyObject *module, PyObject *args, PyObject *kwargs)
     Py_RETURN_NONE;
 }
 
+static PyObject *crc32_source(PyObject *module, PyObject *unused)
+{
+    return PyUnicode_FromString(S.crc32_native != NULL ? "native" : "python");
+}
+
 static PyMethodDef methods[] = {
+    {"crc32_source", crc32_source, METH_NOARGS,
+     "'native' when body CRCs call zlib-ng's C function directly, else 'python' (crc32_fn)."},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "Hand over the Python types, errors, caches and CRC function the encoder uses."},
     {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL,

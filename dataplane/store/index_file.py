@@ -69,7 +69,7 @@ class IndexFile:
         self.max_num = max_num
         self._entries_at = INDEX_HEADER.size + slot_num * _SLOT.size
         size = self._entries_at + (max_num + 1) * INDEX_ENTRY.size
-        self.file = MappedFile(path, size, preallocate=False, writable_map=True)
+        self.file = MappedFile(path, size, preallocate=False, writable_map=True, random_access=True)
         mm = self.file.mm
         self.begin_timestamp: int
         self.end_timestamp: int

@@ -388,6 +388,8 @@ def _load_compiled() -> Callable[..., BatchEncoding] | None:
         host_cache=_host_bytes_cache,
         host_fn=host_to_bytes,
         crc32_fn=_body_crc32,
+        # the encoder calls zlib-ng's exported zng_crc32 straight from this shared object when it can
+        crc32_library=getattr(zlib_ng, "__file__", None),
     )
     return cast("Callable[..., BatchEncoding]", _record_codec.encode_batch)
 

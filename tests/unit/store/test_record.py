@@ -53,6 +53,21 @@ def encode(msgs: list[MessageToStore], space: int = 1 << 20, base: int = 0) -> b
 def test_the_store_appends_with_the_compiled_encoder() -> None:
     assert ENCODER == "compiled"
     assert encode_batch is compiled_encode_batch
+    # and it folds body CRCs with zlib-ng's C function, not a Python call per message
+    from dataplane.store import _record_codec  # type: ignore[attr-defined]
+
+    assert _record_codec.crc32_source() == "native"
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def test_body_crc_whatever_buffer_holds_the_body(encoder: Encoder, kind: type) -> None:
+    # given bodies of every buffer type (only bytes take the compiled encoder's native CRC call)
+    body = bytes(range(256)) * 5
+    m = MessageToStore("t", 0, kind(body), {})
+    # when
+    data = encoder([m], 0, 0, 1 << 20, 1, STORE_HOST, {}, 1 << 20).data
+    # then
+    assert struct.unpack_from(">I", data, 8)[0] == zlib.crc32(body)
 
 
 def test_golden_layout(encoder: Encoder) -> None:
