@@ -45,10 +45,7 @@ class CommitLogDispatcher:
             cq.put(first, entries)
             moved[key] = cq.max_offset
         if batch.index_requests:
-            index_put = self.index.put
-            ts = batch.store_timestamp
-            for topic, keys, uniq, pos in batch.index_requests:
-                index_put(topic, keys, uniq, pos, ts)
+            self.index.put_batch(batch.index_requests, batch.store_timestamp)
         self.dispatched_offset = batch.end_offset
         self.last_store_timestamp = batch.store_timestamp
         return moved

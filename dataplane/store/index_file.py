@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -50,6 +51,9 @@ INDEX_ENTRY: Final = struct.Struct(
 )
 _SLOT: Final = struct.Struct(">i")
 _MAX_DIFF: Final = 2**31 - 1  # TIME DIFF is an int32 of seconds
+_SLOTS_AT: Final = INDEX_HEADER.size
+_SLOT_SIZE: Final = _SLOT.size
+_ENTRY_SIZE: Final = INDEX_ENTRY.size
 
 
 def key_hash(key: str) -> int:
@@ -109,40 +113,55 @@ class IndexFile:
 
     def put_key(self, key: str, physical_offset: int, store_timestamp: int) -> bool:
         """Add ``key -> physical_offset``; False when the file is full."""
-        if self.is_full:
-            return False
+        return self.put_keys([(key, physical_offset)], 0, store_timestamp) == 1
+
+    def put_keys(self, items: Sequence[tuple[str, int]], start: int, store_timestamp: int) -> int:
+        """Add ``items[start:]`` (key, physical offset) until the file is full; how many were added.
+
+        A batch's entries and slots are written first and the header and ``index_count`` once at
+        the end, so a lock-free :meth:`select` never follows a chain into an entry not yet written.
+        """
+        if self.is_full or start >= len(items):
+            return 0
         if self.index_count == 1:
             self.begin_timestamp = store_timestamp
         diff = max(0, (store_timestamp - self.begin_timestamp) // 1000)
         if diff > _MAX_DIFF:  # TIME DIFF would overflow: the next key goes to a new file
             self.sealed = True
-            return False
+            return 0
         mm = self.file.mm
-        h = key_hash(key)
-        slot_pos = INDEX_HEADER.size + (h % self.slot_num) * _SLOT.size
-        (head,) = _SLOT.unpack_from(mm, slot_pos)
-        number = self.index_count
-        if head <= 0 or head >= number:
-            head = 0
-            self.hash_slot_count += 1
-        INDEX_ENTRY.pack_into(
-            mm, self._entries_at + number * INDEX_ENTRY.size, h, physical_offset, diff, head
-        )
-        _SLOT.pack_into(mm, slot_pos, number)
-        self.index_count = number + 1
+        slot_num, entries_at = self.slot_num, self._entries_at
+        unpack_slot, pack_slot, pack_entry = _SLOT.unpack_from, _SLOT.pack_into, INDEX_ENTRY.pack_into
+        crc32 = zlib.crc32
+        number, slots = self.index_count, self.hash_slot_count
+        end = min(len(items), start + self.max_num + 1 - number)
+        physical_offset = self.end_phy_offset
+        for i in range(start, end):
+            key, physical_offset = items[i]
+            h = crc32(key.encode()) & 0x7FFFFFFF  # key_hash, inlined: once per key of every message
+            slot_pos = _SLOTS_AT + (h % slot_num) * _SLOT_SIZE
+            (head,) = unpack_slot(mm, slot_pos)
+            if head <= 0 or head >= number:
+                head = 0
+                slots += 1
+            pack_entry(mm, entries_at + number * _ENTRY_SIZE, h, physical_offset, diff, head)
+            pack_slot(mm, slot_pos, number)
+            number += 1
+        self.hash_slot_count = slots
         self.end_timestamp = store_timestamp
         self.end_phy_offset = physical_offset
         INDEX_HEADER.pack_into(
             mm,
             0,
             self.begin_timestamp,
-            self.end_timestamp,
+            store_timestamp,
             self.begin_phy_offset,
-            self.end_phy_offset,
-            self.hash_slot_count,
-            self.index_count,
+            physical_offset,
+            slots,
+            number,
         )
-        return True
+        self.index_count = number
+        return end - start
 
     def select(self, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
         """Candidate physical offsets for ``key`` stored within [begin_ms, end_ms], newest first."""

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
+from dataplane.store.errors import StoreError
 from dataplane.store.index_file import IndexFile
 from dataplane.store.mapped_file import segment_name
 
@@ -66,17 +68,24 @@ class IndexService:
 
     def put(self, topic: str, keys: str | None, uniq_key: str | None, physical_offset: int, ts: int) -> None:
         """Index the record's KEYS (``topic#key`` each) and UNIQ_KEY (``#id``)."""
-        if keys:
-            for key in keys.split():
-                self._put(f"{topic}#{key}", physical_offset, ts)
-        if uniq_key:
-            self._put(uniq_index_key(uniq_key), physical_offset, ts)
+        self.put_batch([(topic, keys, uniq_key, physical_offset)], ts)
 
-    def _put(self, key: str, physical_offset: int, ts: int) -> None:
-        f = self._writable(physical_offset)
-        if not f.put_key(key, physical_offset, ts):
-            f = self._writable(physical_offset)
-            f.put_key(key, physical_offset, ts)
+    def put_batch(self, requests: Sequence[tuple[str, str | None, str | None, int]], ts: int) -> None:
+        """Index every (topic, KEYS, UNIQ_KEY, physical offset) of a batch stored at ``ts``."""
+        items: list[tuple[str, int]] = []
+        for topic, keys, uniq_key, physical_offset in requests:
+            if keys:
+                for key in keys.split():
+                    items.append((f"{topic}#{key}", physical_offset))
+            if uniq_key:
+                items.append(("#" + uniq_key, physical_offset))
+        done = 0
+        # each pass fills the writable file or seals it; a new file always takes at least one key
+        for _ in range(len(items) + 2):
+            if done >= len(items):
+                return
+            done += self._writable(items[done][1]).put_keys(items, done, ts)
+        raise StoreError(f"index: {len(items) - done} keys found no index file to take them")
 
     def select(self, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
         """Distinct candidate offsets, newest index file first."""

@@ -60,3 +60,27 @@ def test_chain_never_loops_over_stale_bytes(tmp_path: Path) -> None:
         assert f.select("k", 100, 0, 10_000) == [900, 800, 700, 600, 500, 400, 300, 200, 100, 0]
     finally:
         f.close()
+
+
+def test_a_batch_of_keys_writes_the_header_a_reopened_file_reads(tmp_path: Path) -> None:
+    # given a batch of keys put in one call, two of them in the same slot, the file filling up
+    path = tmp_path / f"{0:020d}"
+    f = IndexFile(path, 4, 5)
+    items = [("a", 10), ("b", 20), ("a", 30), ("c", 40), ("d", 50), ("e", 60), ("f", 70)]
+    try:
+        # when
+        added = f.put_keys(items, 1, 2_000)
+        # then the keys from ``start`` went in until the file was full
+        assert added == 5 and f.is_full
+        assert f.select("a", 10, 0, 10_000) == [30]
+        assert f.put_keys(items, 6, 2_000) == 0
+    finally:
+        f.close()
+    reopened = IndexFile(path, 4, 5)
+    try:
+        assert (reopened.index_count, reopened.end_phy_offset, reopened.end_timestamp) == (6, 60, 2_000)
+        assert reopened.hash_slot_count == f.hash_slot_count
+        assert reopened.select("e", 10, 0, 10_000) == [60]
+        assert reopened.select("b", 10, 0, 10_000) == [20]
+    finally:
+        reopened.close()
