@@ -68,9 +68,10 @@ class MessagingInterceptor:
         async def behavior(request: Any, context: Any) -> Any:
             metadata = remember_metadata(context)
             produce = None
+            sizes: dict[tuple[str, str], list[int]] = {}
             try:
                 if sending:
-                    produce = _produce_totals(request, metadata, guard)
+                    produce, sizes = _produce_totals(request, metadata)
                 guard.admit(rpc, touched(rpc, request), metadata, context.peer(), produce)
             except BrokerError as exc:
                 return response_cls(status=status_of(exc))
@@ -78,12 +79,15 @@ class MessagingInterceptor:
                 return await inner(request, context)
             started = clock()
             response = await inner(request, context)
-            stored: dict[tuple[str, str], list[int]] = {}
-            header_ns = _header_ns(metadata)
-            for message, entry in zip(request.messages, response.entries, strict=False):
-                if entry.status.code == _OK:
-                    key = (message.topic.resource_namespace or header_ns, message.topic.name)
-                    stored.setdefault(key, []).append(len(message.body))
+            if response.status.code == _OK:
+                stored = sizes  # an OK answer stored every message (MULTIPLE_RESULTS otherwise)
+            else:
+                stored = {}
+                header_ns = _header_ns(metadata)
+                for message, entry in zip(request.messages, response.entries, strict=False):
+                    if entry.status.code == _OK:
+                        key = (message.topic.resource_namespace or header_ns, message.topic.name)
+                        stored.setdefault(key, []).append(len(message.body))
             guard.count_sent(stored, clock() - started)
             await guard.metering_durable()  # SYNC_FLUSH: the counts are on disk before the ack
             return response
@@ -182,17 +186,27 @@ def _header_ns(metadata: Any) -> str:
     return ""
 
 
-def _produce_totals(request: Any, metadata: Any, guard: Guard) -> dict[tuple[str, str], tuple[int, int, int]]:
-    """(namespace, qualified topic) -> (messages, body bytes, largest body) of a SendMessage."""
+def _produce_totals(
+    request: Any, metadata: Any
+) -> tuple[dict[tuple[str, str], tuple[int, int, int]], dict[tuple[str, str], list[int]]]:
+    """Of a SendMessage, in one pass over its messages: (namespace, qualified topic) -> (messages,
+    body bytes, largest body) for admission, and (namespace, topic) -> body sizes for metering."""
     header_ns = _header_ns(metadata)
-    totals: dict[tuple[str, str], tuple[int, int, int]] = {}
+    sizes: dict[tuple[str, str], list[int]] = {}
     for message in request.messages:
-        ns = message.topic.resource_namespace or header_ns
-        key = (ns, f"{ns}%{message.topic.name}" if ns else message.topic.name)
-        size = len(message.body)
+        topic = message.topic
+        key = (topic.resource_namespace or header_ns, topic.name)
+        per_topic = sizes.get(key)
+        if per_topic is None:
+            sizes[key] = [len(message.body)]
+        else:
+            per_topic.append(len(message.body))
+    totals: dict[tuple[str, str], tuple[int, int, int]] = {}
+    for (ns, name), per_topic in sizes.items():
+        key = (ns, f"{ns}%{name}" if ns else name)
         count, total, largest = totals.get(key, (0, 0, 0))
-        totals[key] = (count + 1, total + size, max(largest, size))
-    return totals
+        totals[key] = (count + len(per_topic), total + sum(per_topic), max(largest, *per_topic))
+    return totals, sizes
 
 
 class AdminAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc,type-arg]
