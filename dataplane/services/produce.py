@@ -405,8 +405,8 @@ async def send_message(
                 handles = iter(_recall_handles(broker, to_store, result.entries))
             tx_ids = iter(_transaction_ids(broker, to_store, result.entries) if halves else ())
             if not failed:
-                # copies of one OK entry, then two scalar fields each: less than half the cost of a
-                # keyword-built entry (and its status) per message, copied again into the response
+                # copies of one OK entry, then two scalar fields each: cheaper than building an entry
+                # and its status from keywords per message and copying them into the response
                 response = svc.SendMessageResponse(status=OK_STATUS)
                 ok_entries = response.entries
                 ok_entries.extend(repeat(_OK_ENTRY, len(built)))

@@ -78,7 +78,7 @@ class IndexService:
                 for key in keys.split():
                     items.append((f"{topic}#{key}", physical_offset))
             if uniq_key:
-                items.append(("#" + uniq_key, physical_offset))
+                items.append((uniq_index_key(uniq_key), physical_offset))
         done = 0
         # each pass fills the writable file or seals it; a new file always takes at least one key
         for _ in range(len(items) + 2):

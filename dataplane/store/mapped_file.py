@@ -66,9 +66,9 @@ class MappedFile:
             self.mm = mmap.mmap(self._fd, file_size, access=access)
             if random_access or (writable_map and current == 0):
                 # No read-around on a fault: in a new file there is nothing to read, and the kernel
-                # would zero-fill read_ahead_kb of page cache around the first written page (8 MiB,
-                # 2 ms under the put lock, on this VM's disk) per new ConsumeQueue file; an
-                # IndexFile's hash slots are random by design.
+                # would zero-fill read_ahead_kb of page cache around the first written page (8 MiB
+                # on this VM's disk) under the put lock, per new ConsumeQueue file; an IndexFile's
+                # hash slots are random by design.
                 self.mm.madvise(mmap.MADV_RANDOM)
         except BaseException:
             os.close(self._fd)
