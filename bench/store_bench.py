@@ -9,7 +9,9 @@ sync_group_commit_ratio (64 SYNC_FLUSH writers over one; the median of alternati
 disk and append runs alternate too, and append_vs_disk_ratio is the median of the paired ratios),
 recovery_s_per_gib (full scan after SIGKILL, checkpoint removed; --quick scans a smaller log and
 scales linearly), encode_compiled_us_per_msg / encode_python_us_per_msg (the two CommitLog encoders
-alone on the append batches, no write).
+alone on the append batches, no write), append_batch_us.{total,encode,write,dispatch,rest} (where one
+append batch's time goes: a separate run with those three steps timed, so it adds its own overhead to
+"rest" and is not the timed append run).
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -125,6 +130,53 @@ def bench_encoders(rounds: int = 200) -> dict[str, float]:
             encode(batches[i % 4], 0, 0, SEGMENT, 1, host, {}, 1 << 22, "PREFIX")
         out[f"encode_{name}_us_per_msg"] = (time.perf_counter() - began) / (rounds * BATCH) * 1e6
     return out
+
+
+@contextmanager
+def _timed(owner: Any, name: str, totals: dict[str, float], key: str) -> Iterator[None]:
+    """Add the time spent in ``owner.name`` to ``totals[key]`` while the block runs."""
+    original: Callable[..., Any] = getattr(owner, name)
+    clock = time.perf_counter
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        began = clock()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            totals[key] += clock() - began
+
+    setattr(owner, name, timed)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+def bench_append_split(work: Path, count: int) -> dict[str, float]:
+    """Microseconds per append batch: the whole put, the encoder, the write and the dispatch."""
+    from dataplane.store import commit_log, dispatch, mapped_file
+
+    directory = work / "append-split"
+    store = MessageStore(_config(directory))
+    store.start()
+    batches = _batches()
+    totals = {"encode": 0.0, "write": 0.0, "dispatch": 0.0}
+    rounds = count // BATCH
+    with (
+        _timed(commit_log, "encode_batch", totals, "encode"),
+        _timed(mapped_file.MappedFile, "write_pieces", totals, "write"),
+        _timed(dispatch.CommitLogDispatcher, "dispatch_batch", totals, "dispatch"),
+    ):
+        began = time.perf_counter()
+        for i in range(rounds):
+            store.put_messages(batches[i % 4])
+        elapsed = time.perf_counter() - began
+    store.shutdown()
+    shutil.rmtree(directory)
+    split = {key: value / rounds * 1e6 for key, value in totals.items()}
+    split["total"] = elapsed / rounds * 1e6
+    split["rest"] = split["total"] - split["encode"] - split["write"] - split["dispatch"]
+    return split
 
 
 def _sync_rate(store: MessageStore, writers: int, seconds: float) -> float:
@@ -280,6 +332,8 @@ def main() -> None:
         print(f"read by queue offset: {plain['read_msgs_per_s']:,.0f} msgs/s")
         encoders = bench_encoders()
         print("encoders alone: " + ", ".join(f"{k} {v:.3f}" for k, v in encoders.items()))
+        split = bench_append_split(work, count // 2)
+        print("one append batch, us: " + ", ".join(f"{k} {v:.1f}" for k, v in split.items()))
         with_props = bench_append_and_read(work, count // 3, {"UNIQ_KEY": "0A0B0C0D0E0F", "TAGS": "TagA"})
         print(f"append with UNIQ_KEY+TAGS (indexed): {with_props['msgs_per_s']:,.0f} msgs/s")
         group = bench_group_commit(work, 2.0 if args.quick else 5.0)
@@ -305,6 +359,7 @@ def main() -> None:
         "append_vs_disk_ratio": ratio,
         "append_vs_disk_ratio_rounds": [p["mb_s"] / d for p, d in zip(plains, disks, strict=True)],
         **encoders,
+        "append_batch_us": split,
         "append_async_indexed_msgs_per_s": with_props["msgs_per_s"],
         "read_msgs_per_s": plain["read_msgs_per_s"],
         "sync_1_writer_msgs_per_s": group["sync_1_writer_msgs_per_s"],
