@@ -41,6 +41,9 @@ from dataplane.store import (
     MessageStoreConfig,
     MessageToStore,
     PutMessageStatus,
+    commit_log,
+    dispatch,
+    mapped_file,
 )
 from dataplane.store.record import HEADER_SIZE, compiled_encode_batch, python_encode_batch
 
@@ -154,8 +157,6 @@ def _timed(owner: Any, name: str, totals: dict[str, float], key: str) -> Iterato
 
 def bench_append_split(work: Path, count: int) -> dict[str, float]:
     """Microseconds per append batch: the whole put, the encoder, the write and the dispatch."""
-    from dataplane.store import commit_log, dispatch, mapped_file
-
     directory = work / "append-split"
     store = MessageStore(_config(directory))
     store.start()
