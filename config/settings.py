@@ -102,6 +102,18 @@ DATABASES: dict[str, Any] = {
         conn_max_age=60 if ENV.database_url else 0,
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The embedded database has writers in two processes (the API and the Celery worker). A deferred
+    # transaction that reads and then writes gets "database is locked" at once, without waiting, when
+    # the other process writes first; IMMEDIATE takes the write lock at BEGIN, where the busy timeout
+    # applies. WAL lets readers go on while one writes.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+            "init_command": "PRAGMA journal_mode=WAL;",
+        }
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
