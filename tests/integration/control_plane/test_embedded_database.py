@@ -9,9 +9,11 @@ real service (``create_tenant``: a read of the default plan, the insert, the aud
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
+from contextlib import closing
 from pathlib import Path
 
 from tests.integration.broker.conftest import REPO_ROOT
@@ -81,16 +83,6 @@ def test_concurrent_writers_in_several_processes_all_commit(tmp_path: Path) -> N
         timeout=120,
     )
     assert int(count.stdout.split()[-1]) >= WRITERS * CREATES_EACH  # every create landed (plus any seeded)
-    mode = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute('PRAGMA journal_mode').fetchone()[0])",
-            str(tmp_path / "mqcloud.sqlite3"),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    )
-    assert mode.stdout.strip() == "wal"  # readers (the console, the API's lists) do not wait on a writer
+    with closing(sqlite3.connect(tmp_path / "mqcloud.sqlite3")) as db:
+        mode = db.execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"  # readers (the console, the API's lists) do not wait on a writer
