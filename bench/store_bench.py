@@ -165,7 +165,7 @@ def bench_append_split(work: Path, count: int) -> dict[str, float]:
     rounds = count // BATCH
     with (
         _timed(commit_log, "encode_batch", totals, "encode"),
-        _timed(mapped_file.MappedFile, "write_pieces", totals, "write"),
+        _timed(mapped_file.MappedFile, "write_head_last", totals, "write"),
         _timed(dispatch.CommitLogDispatcher, "dispatch_batch", totals, "dispatch"),
     ):
         began = time.perf_counter()

@@ -171,14 +171,8 @@ class CommitLog:
 
     def _write(self, mf: MappedFile, enc: BatchEncoding) -> None:
         """Write one segment's part of a batch and advance the next queue offsets."""
-        pieces = enc.pieces
-        if pieces:
-            # TOTALSIZE of the first record last: until it lands, recovery sees a zero here
-            position = mf.wrote_position
-            first = memoryview(pieces[0])
-            pieces[0] = first[4:]
-            mf.write_pieces(position + 4, pieces, enc.size - 4)
-            mf.write(position, first[:4])
+        if enc.pieces:
+            mf.write_head_last(mf.wrote_position, enc.pieces, enc.size)
         mf.wrote_position = self.file_size if enc.segment_full else mf.wrote_position + enc.size
         offsets = self.queue_offsets
         for key, (first_offset, queue_entries) in enc.queue_runs.items():

@@ -121,15 +121,16 @@ class ConsumeQueue:
         except ValueError:
             return b""
 
-    def put(self, offset: int, data: bytes | bytearray) -> None:
-        """Write packed entries starting at queue offset ``offset`` (normally ``max_offset``)."""
+    def put(self, offset: int, data: bytes | bytearray) -> int:
+        """Write packed entries starting at queue offset ``offset`` (normally ``max_offset``); returns
+        the new max offset."""
         if offset < self.max_offset:
             # already present (re-dispatch after recovery): skip the overlap
             skip = self.max_offset - offset
             data = data[skip * CQ_ENTRY_SIZE :]
             offset = self.max_offset
             if not data:
-                return
+                return offset
         queue = self.queue
         byte_offset = offset * CQ_ENTRY_SIZE
         files = queue.files
@@ -141,9 +142,9 @@ class ConsumeQueue:
             if mf.wrote_position <= rel and end <= queue.file_size:
                 mf.mm[rel:end] = data
                 mf.wrote_position = end
-                self.max_offset = offset + len(data) // CQ_ENTRY_SIZE
+                self.max_offset = max_offset = offset + len(data) // CQ_ENTRY_SIZE
                 self.dirty = True
-                return
+                return max_offset
         else:
             queue.create(byte_offset - byte_offset % queue.file_size)
             self.min_offset = offset
@@ -162,6 +163,7 @@ class ConsumeQueue:
         view.release()
         self.max_offset = byte_offset // CQ_ENTRY_SIZE
         self.dirty = True
+        return self.max_offset
 
     def first_offset_at_or_after(self, physical_offset: int, lo: int, hi: int) -> int:
         """Smallest queue offset in ``[lo, hi)`` whose entry points at or after ``physical_offset``."""

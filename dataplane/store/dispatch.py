@@ -39,11 +39,13 @@ class CommitLogDispatcher:
         The CommitLog encoder already packed each queue's entries, so this is one write per queue.
         """
         moved = {}
-        find_or_create = self.queues.find_or_create
+        table = self.queues
+        known = table.queues
         for key, (first, entries) in batch.queue_runs.items():
-            cq = find_or_create(*key)
-            cq.put(first, entries)
-            moved[key] = cq.max_offset
+            cq = known.get(key)
+            if cq is None:
+                cq = table.find_or_create(*key)
+            moved[key] = cq.put(first, entries)
         if batch.index_requests:
             self.index.put_batch(batch.index_requests, batch.store_timestamp)
         self.dispatched_offset = batch.end_offset

@@ -111,6 +111,21 @@ class MappedFile:
                 self.write(position + written, b"".join(chunk)[written:])
             position += expected
 
+    def write_head_last(self, position: int, pieces: list[bytes | bytearray | memoryview], size: int) -> None:
+        """Write ``pieces`` (``size`` bytes in all) at ``position``, their first 4 bytes last: a
+        CommitLog run's first TOTALSIZE, so until the whole run is written recovery reads a zero
+        there and stops (one pwrite for the rest when the compiled encoder gave one buffer)."""
+        first = memoryview(pieces[0])
+        if len(pieces) == 1:
+            rest = first[4:]
+            written = os.pwrite(self._fd, rest, position + 4)
+            if written != size - 4:  # short write: finish it the slow way
+                self.write(position + 4 + written, rest[written:])
+        else:
+            pieces[0] = first[4:]
+            self.write_pieces(position + 4, pieces, size - 4)
+        self.write(position, first[:4])
+
     def read(self, position: int, size: int) -> bytes:
         """Copy of ``size`` bytes at ``position``; raises ValueError once closed."""
         return self.mm[position : position + size]

@@ -12,7 +12,7 @@ from dataplane.store import commit_log, dispatch, mapped_file
 def _timed_steps() -> tuple[Any, ...]:
     return (
         commit_log.encode_batch,
-        mapped_file.MappedFile.write_pieces,
+        mapped_file.MappedFile.write_head_last,
         dispatch.CommitLogDispatcher.dispatch_batch,
     )
 

@@ -25,7 +25,7 @@ def test_enospc_mid_batch_rolls_the_whole_batch_back(
     assert store.put_messages(first).ok
     before = store.commit_log.max_offset
 
-    real_write = MappedFile.write_pieces
+    real_write = MappedFile.write_head_last
     calls = {"n": 0}
 
     def failing_write(self: MappedFile, position: int, pieces: Any, size: int) -> None:
@@ -34,13 +34,13 @@ def test_enospc_mid_batch_rolls_the_whole_batch_back(
             raise OSError(errno.ENOSPC, "No space left on device")
         real_write(self, position, pieces, size)
 
-    monkeypatch.setattr(MappedFile, "write_pieces", failing_write)
+    monkeypatch.setattr(MappedFile, "write_head_last", failing_write)
     # 10 x 3 KB spans the rest of the 16 KiB segment and the next one
     result = store.put_messages([msg(body=b"x" * 3000) for _ in range(10)])
     assert result.status is PutMessageStatus.DISK_FULL and result.entries == []
     assert store.commit_log.max_offset == before
     assert store.disk_full  # remembered until the next disk check
-    monkeypatch.setattr(MappedFile, "write_pieces", real_write)
+    monkeypatch.setattr(MappedFile, "write_head_last", real_write)
     store._disk_checked_at = 0.0  # space came back: the next check sees it
     assert store.put_messages([msg(body=b"after")]).ok
     assert _bodies(store) == [m.body for m in first] + [b"after"]
@@ -51,7 +51,7 @@ def test_rolled_back_bytes_never_come_back_after_recovery(
 ) -> None:
     store = make_store(disk_min_free_bytes=0, disk_full_ratio=1.0)
     assert store.put_messages([msg(body=b"a" * 3000) for _ in range(4)]).ok
-    real_write = MappedFile.write_pieces
+    real_write = MappedFile.write_head_last
     calls = {"n": 0}
 
     def failing_write(self: MappedFile, position: int, pieces: Any, size: int) -> None:
@@ -60,11 +60,11 @@ def test_rolled_back_bytes_never_come_back_after_recovery(
             raise OSError(errno.ENOSPC, "No space left on device")
         real_write(self, position, pieces, size)
 
-    monkeypatch.setattr(MappedFile, "write_pieces", failing_write)
+    monkeypatch.setattr(MappedFile, "write_head_last", failing_write)
     assert (
         store.put_messages([msg(body=b"lost" * 700) for _ in range(5)]).status is PutMessageStatus.DISK_FULL
     )
-    monkeypatch.setattr(MappedFile, "write_pieces", real_write)
+    monkeypatch.setattr(MappedFile, "write_head_last", real_write)
     store.shutdown()
     reopened = make_store(disk_min_free_bytes=0, disk_full_ratio=1.0)
     assert _bodies(reopened) == [b"a" * 3000] * 4
