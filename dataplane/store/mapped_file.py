@@ -124,7 +124,9 @@ class MappedFile:
         else:
             pieces[0] = first[4:]
             self.write_pieces(position + 4, pieces, size - 4)
-        self.write(position, first[:4])
+        head = first[:4]
+        if os.pwrite(self._fd, head, position) != 4:
+            self.write(position, head)
 
     def read(self, position: int, size: int) -> bytes:
         """Copy of ``size`` bytes at ``position``; raises ValueError once closed."""
