@@ -39,13 +39,9 @@ class CommitLogDispatcher:
         The CommitLog encoder already packed each queue's entries, so this is one write per queue.
         """
         moved = {}
-        table = self.queues
-        known = table.queues
+        find_or_create = self.queues.find_or_create
         for key, (first, entries) in batch.queue_runs.items():
-            cq = known.get(key)
-            if cq is None:
-                cq = table.find_or_create(*key)
-            moved[key] = cq.put(first, entries)
+            moved[key] = find_or_create(*key).put(first, entries)
         if batch.index_requests:
             self.index.put_batch(batch.index_requests, batch.store_timestamp)
         self.dispatched_offset = batch.end_offset

@@ -117,16 +117,11 @@ class MappedFile:
         there and stops (one pwrite for the rest when the compiled encoder gave one buffer)."""
         first = memoryview(pieces[0])
         if len(pieces) == 1:
-            rest = first[4:]
-            written = os.pwrite(self._fd, rest, position + 4)
-            if written != size - 4:  # short write: finish it the slow way
-                self.write(position + 4 + written, rest[written:])
+            self.write(position + 4, first[4:])
         else:
             pieces[0] = first[4:]
             self.write_pieces(position + 4, pieces, size - 4)
-        head = first[:4]
-        if os.pwrite(self._fd, head, position) != 4:
-            self.write(position, head)
+        self.write(position, first[:4])
 
     def read(self, position: int, size: int) -> bytes:
         """Copy of ``size`` bytes at ``position``; raises ValueError once closed."""
