@@ -24,6 +24,7 @@ from dataplane.store.record import (
     DispatchRequest,
     QueueRuns,
     check_record,
+    compiled_advance_queue_offsets,
     decode_record,
     encode_batch,
     host_to_bytes,
@@ -174,6 +175,9 @@ class CommitLog:
         if enc.pieces:
             mf.write_head_last(mf.wrote_position, enc.pieces, enc.size)
         mf.wrote_position = self.file_size if enc.segment_full else mf.wrote_position + enc.size
+        if compiled_advance_queue_offsets is not None:
+            compiled_advance_queue_offsets(enc.queue_runs, self.queue_offsets)
+            return
         offsets = self.queue_offsets
         for key, (first_offset, queue_entries) in enc.queue_runs.items():
             offsets[key] = first_offset + len(queue_entries) // CQ_ENTRY_SIZE

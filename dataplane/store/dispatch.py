@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataplane.store.commit_log import AppendBatch
 from dataplane.store.consume_queue import CQ_ENTRY, ConsumeQueueTable
 from dataplane.store.index_service import IndexService
-from dataplane.store.record import DispatchRequest
+from dataplane.store.record import DispatchRequest, compiled_write_queue_runs
 
 __all__ = ("CommitLogDispatcher", "DispatchListener")
 
@@ -36,17 +36,23 @@ class CommitLogDispatcher:
     def dispatch_batch(self, batch: AppendBatch) -> dict[tuple[str, int], int]:
         """ConsumeQueue + index for a batch just appended; returns {(topic, qid): new max offset}.
 
-        The CommitLog encoder already packed each queue's entries, so this is one write per queue.
+        The CommitLog encoder already packed each queue's entries, so this is one write per queue;
+        the compiled ``write_queue_runs`` makes the usual ones (see ``_record_codec.c``).
         """
-        moved = {}
-        find_or_create = self.queues.find_or_create
-        for key, (first, entries) in batch.queue_runs.items():
-            moved[key] = find_or_create(*key).put(first, entries)
+        if compiled_write_queue_runs is not None:
+            moved = compiled_write_queue_runs(batch.queue_runs, self.queues.queues, self._put_run)
+        else:
+            moved = {}
+            for key, (first, entries) in batch.queue_runs.items():
+                moved[key] = self._put_run(key, first, entries)
         if batch.index_requests:
             self.index.put_batch(batch.index_requests, batch.store_timestamp)
         self.dispatched_offset = batch.end_offset
         self.last_store_timestamp = batch.store_timestamp
         return moved
+
+    def _put_run(self, key: tuple[str, int], first: int, entries: bytes | bytearray) -> int:
+        return self.queues.find_or_create(*key).put(first, entries)
 
     def dispatch_requests(self, requests: list[DispatchRequest]) -> dict[tuple[str, int], int]:
         """Many records in log order (recovery): one ConsumeQueue write per run of consecutive offsets."""

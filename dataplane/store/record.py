@@ -38,7 +38,7 @@ import socket
 import struct
 import zlib
 from collections.abc import Callable, Sequence
-from typing import Final, NamedTuple, cast
+from typing import Any, Final, NamedTuple, cast
 
 from zlib_ng import zlib_ng
 
@@ -66,7 +66,9 @@ __all__ = (
     "DispatchRequest",
     "QueueRuns",
     "check_record",
+    "compiled_advance_queue_offsets",
     "compiled_encode_batch",
+    "compiled_write_queue_runs",
     "decode_message_id",
     "decode_properties",
     "decode_record",
@@ -237,6 +239,8 @@ def decode_message_id(msg_id: str) -> tuple[tuple[str, int], int]:
 
 # Per queue touched by a batch: (queue offset of its first message, its packed ConsumeQueue entries).
 QueueRuns = dict[tuple[str, int], tuple[int, bytearray]]
+# Per queue a batch moved: its new max offset.
+Moved = dict[tuple[str, int], int]
 
 
 class BatchEncoding(NamedTuple):
@@ -372,11 +376,14 @@ def python_encode_batch(
 
 
 def _load_compiled() -> Callable[..., BatchEncoding] | None:
+    global compiled_write_queue_runs, compiled_advance_queue_offsets
     try:
         from dataplane.store import _record_codec  # type: ignore[attr-defined]
     except ImportError:
         logger.warning("the compiled record encoder is not built (scripts/build_ext.py): using Python's")
         return None
+    compiled_write_queue_runs = _record_codec.write_queue_runs
+    compiled_advance_queue_offsets = _record_codec.advance_queue_offsets
     _record_codec.configure(
         message_type=MessageToStore,
         entry_type=AppendEntry,
@@ -394,6 +401,11 @@ def _load_compiled() -> Callable[..., BatchEncoding] | None:
     return cast("Callable[..., BatchEncoding]", _record_codec.encode_batch)
 
 
+# The compiled forms of the two per-queue loops after a write (CommitLog._write and
+# CommitLogDispatcher.dispatch_batch hold the Python forms); None when the extension is not built.
+compiled_write_queue_runs: Callable[[QueueRuns, dict[tuple[str, int], Any], Callable[..., int]], Moved] | None
+compiled_write_queue_runs = None
+compiled_advance_queue_offsets: Callable[[QueueRuns, dict[tuple[str, int], int]], None] | None = None
 compiled_encode_batch = _load_compiled()
 # "compiled" or "python": which encoder appends (tests/unit/store/test_record.py checks it)
 ENCODER: Final = "python" if compiled_encode_batch is None else "compiled"
