@@ -10,6 +10,8 @@ unexport PYTHONDONTWRITEBYTECODE
 DATA_DIR ?= .data
 CLUSTER_DIR ?= .cluster
 PYTEST_ARGS ?=
+# pytest-xdist workers for make test / test-fast (2 = this machine's cores; 0 runs in one process)
+TEST_WORKERS ?= 2
 SOAK_DURATION ?= 30m
 # make bench: each harness's short mode by default (BENCH_FLAGS= for the full runs); BENCH=a,b for some
 BENCH_FLAGS ?= --quick
@@ -39,10 +41,10 @@ run: venv
 	$(UV) run mqctl standalone --data-dir $(DATA_DIR)
 
 test: venv
-	scripts/with_postgres.sh $(UV) run pytest $(PYTEST_ARGS)
+	scripts/with_postgres.sh $(UV) run pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test-fast: venv
-	$(UV) run pytest -m "not slow and not integration" $(PYTEST_ARGS)
+	$(UV) run pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow and not integration" $(PYTEST_ARGS)
 
 lint: venv
 	$(UV) run ruff check .

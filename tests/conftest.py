@@ -51,3 +51,34 @@ def free_port() -> int:
 @pytest.fixture
 def unused_port() -> int:
     return free_port()
+
+
+# Under pytest-xdist (``make test`` runs two workers) execnet sets COLUMNS=80 and LINES=24 in each
+# worker; a plain run has neither, and tables printed by the CLI (and by the processes tests start)
+# would fold differently. Take them back out so both runs see the same environment.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _name in ("COLUMNS", "LINES"):
+        os.environ.pop(_name, None)
+
+# Directories whose tests share a session fixture (a running stack, a browser, installed clients, a
+# SparkSession) or load the whole machine (soak, failover rounds, rolling upgrade) run on one worker
+# each, in order (``--dist loadgroup``); everything else is spread test by test.
+_GROUPS = {
+    "tests/e2e/": "console-stack",
+    "tests/interop/": "official-clients",
+    "tests/integration/cli/": "cli-stack",
+    "tests/integration/analytics/": "spark",
+    "tests/integration/control_plane/test_job_report_e2e.py": "spark",
+    "tests/chaos/": "heavy",
+    "tests/integration/deploy/": "heavy",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = str(config.rootpath) + "/"
+    for item in items:
+        path = str(item.path).removeprefix(root)
+        for prefix, group in _GROUPS.items():
+            if path.startswith(prefix):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
