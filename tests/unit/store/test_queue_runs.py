@@ -38,8 +38,9 @@ def _compiled_write(table: ConsumeQueueTable, runs: QueueRuns, calls: list) -> d
 def _state(table: ConsumeQueueTable) -> dict:
     out = {}
     for key, cq in sorted(table.queues.items()):
-        raw = b"".join(cq.entries(o, ENTRIES_PER_FILE) for o in range(cq.min_offset, cq.max_offset, 1))
-        out[key] = (cq.min_offset, cq.max_offset, raw, [mf.wrote_position for mf in cq.queue.files], cq.dirty)
+        entries = [cq.entry(o) for o in range(cq.min_offset, cq.max_offset)]
+        positions = [mf.wrote_position for mf in cq.queue.files]
+        out[key] = (cq.min_offset, cq.max_offset, entries, positions, cq.dirty)
     return out
 
 
