@@ -40,8 +40,11 @@ venv: uv
 run: venv
 	$(UV) run mqctl standalone --data-dir $(DATA_DIR)
 
+# Two passes: everything in parallel but the tests that compare timings (marker serial), then those
+# alone on the machine. Exit status 5 means a pass selected nothing (PYTEST_ARGS picked other tests).
 test: venv
-	scripts/with_postgres.sh $(UV) run pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	scripts/with_postgres.sh $(UV) run pytest -n $(TEST_WORKERS) --dist loadgroup -m "not serial" $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	scripts/with_postgres.sh $(UV) run pytest -m serial $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 test-fast: venv
 	$(UV) run pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow and not integration" $(PYTEST_ARGS)

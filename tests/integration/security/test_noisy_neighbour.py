@@ -23,7 +23,8 @@ from tests.integration.broker.conftest import REPO_ROOT, BrokerProcess
 
 from .conftest import client, tenant
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# serial: another test running beside it on the 2 cores would slow one phase and not the other
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.serial]
 
 NOISY = """
 import json, sys, time
