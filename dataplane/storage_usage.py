@@ -36,8 +36,10 @@ class StorageUsage:
         self.store = store
         # (topic, queue id) -> (first counted offset, next offset to count, bytes)
         self._queues: dict[tuple[str, int], tuple[int, int, int]] = {}
-        self._pending: dict[str, int] = {}
-        self._per_tenant: dict[str, int] = {}
+        # (bytes per tenant as of the last rescan, bytes accepted since): replaced as one tuple, because
+        # the metrics endpoint reads them on its own thread; read as two attributes, a rescan between the
+        # reads showed the old count with the new, empty pending dict (a send missing until the next one)
+        self._counts: tuple[dict[str, int], dict[str, int]] = ({}, {})
         self._per_topic: dict[tuple[str, str], int] = {}
 
     def _count(self, cq: Any, start: int, end: int) -> int:
@@ -72,19 +74,21 @@ class StorageUsage:
         for (ns, _), size in per_topic.items():
             per_tenant[ns] = per_tenant.get(ns, 0) + size
         self._per_topic = per_topic
-        self._per_tenant = per_tenant
-        self._pending.clear()
+        self._counts = (per_tenant, {})
 
     def added(self, namespace: str, size: int) -> None:
         """Bytes accepted since the last rescan (counted until the next one)."""
-        self._pending[namespace] = self._pending.get(namespace, 0) + size
+        pending = self._counts[1]
+        pending[namespace] = pending.get(namespace, 0) + size
 
     def tenant_bytes(self, namespace: str) -> int:
-        return self._per_tenant.get(namespace, 0) + self._pending.get(namespace, 0)
+        counted, pending = self._counts
+        return counted.get(namespace, 0) + pending.get(namespace, 0)
 
     def tenant_totals(self) -> dict[str, int]:
-        names = self._per_tenant.keys() | self._pending.keys()
-        return {ns: self.tenant_bytes(ns) for ns in names}
+        counted, pending = self._counts
+        pending = dict(pending)  # one copy: the event loop may add a tenant while this iterates
+        return {ns: counted.get(ns, 0) + pending.get(ns, 0) for ns in counted.keys() | pending.keys()}
 
     def topic_bytes(self) -> dict[tuple[str, str], int]:
         """(namespace, tenant-relative topic) -> bytes, as of the last rescan."""

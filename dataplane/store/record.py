@@ -38,7 +38,7 @@ import socket
 import struct
 import zlib
 from collections.abc import Callable, Sequence
-from typing import Any, Final, NamedTuple, cast
+from typing import Any, Final, NamedTuple
 
 from zlib_ng import zlib_ng
 
@@ -375,15 +375,13 @@ def python_encode_batch(
     return BatchEncoding(pieces, pos - physical_offset, consumed, entries, runs, index_requests, False)
 
 
-def _load_compiled() -> Callable[..., BatchEncoding] | None:
-    global compiled_write_queue_runs, compiled_advance_queue_offsets
+def _load_codec() -> Any | None:
+    """The configured C extension (``_record_codec.c``), or None when it is not built."""
     try:
         from dataplane.store import _record_codec  # type: ignore[attr-defined]
     except ImportError:
         logger.warning("the compiled record encoder is not built (scripts/build_ext.py): using Python's")
         return None
-    compiled_write_queue_runs = _record_codec.write_queue_runs
-    compiled_advance_queue_offsets = _record_codec.advance_queue_offsets
     _record_codec.configure(
         message_type=MessageToStore,
         entry_type=AppendEntry,
@@ -398,15 +396,19 @@ def _load_compiled() -> Callable[..., BatchEncoding] | None:
         # the encoder calls zlib-ng's exported zng_crc32 straight from this shared object when it can
         crc32_library=getattr(zlib_ng, "__file__", None),
     )
-    return cast("Callable[..., BatchEncoding]", _record_codec.encode_batch)
+    return _record_codec
 
 
+_codec = _load_codec()
+compiled_encode_batch: Callable[..., BatchEncoding] | None = None if _codec is None else _codec.encode_batch
 # The compiled forms of the two per-queue loops after a write (CommitLog._write and
 # CommitLogDispatcher.dispatch_batch hold the Python forms); None when the extension is not built.
-compiled_write_queue_runs: Callable[[QueueRuns, dict[tuple[str, int], Any], Callable[..., int]], Moved] | None
-compiled_write_queue_runs = None
-compiled_advance_queue_offsets: Callable[[QueueRuns, dict[tuple[str, int], int]], None] | None = None
-compiled_encode_batch = _load_compiled()
+compiled_write_queue_runs: (
+    Callable[[QueueRuns, dict[tuple[str, int], Any], Callable[..., int]], Moved] | None
+) = None if _codec is None else _codec.write_queue_runs
+compiled_advance_queue_offsets: Callable[[QueueRuns, dict[tuple[str, int], int]], None] | None = (
+    None if _codec is None else _codec.advance_queue_offsets
+)
 # "compiled" or "python": which encoder appends (tests/unit/store/test_record.py checks it)
 ENCODER: Final = "python" if compiled_encode_batch is None else "compiled"
 encode_batch: Callable[..., BatchEncoding] = compiled_encode_batch or python_encode_batch
