@@ -24,7 +24,10 @@ def _pauses(generation: int) -> float:
 def test_freeze_keeps_live_objects_out_of_full_collections(unfrozen: None) -> None:
     alive = [[i] for i in range(1000)]
     frozen = freeze_startup_heap()
-    assert frozen == gc.get_freeze_count() > len(alive)
+    # frozen objects that die leave the permanent generation, and another thread (pytest-xdist's
+    # execnet channel) may drop a few between the freeze and this reading: never more than were frozen
+    assert len(alive) < gc.get_freeze_count() <= frozen
+    assert frozen - gc.get_freeze_count() < 100
     assert REGISTRY.get_sample_value("mq_gc_frozen_objects") == frozen
     # a full collection no longer walks them: the tracked generations hold fewer objects than were frozen
     assert len(gc.get_objects()) < frozen
