@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import socket
+from typing import Any
 
 import pytest
 
@@ -74,11 +75,34 @@ _GROUPS = {
 }
 
 
+# tryfirst: pytest-xdist's worker reads the xdist_group markers in its own hook of this name, and a
+# conftest's hooks run after it unless told otherwise; the groups would then be silently ignored.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     root = str(config.rootpath) + "/"
     for item in items:
-        path = str(item.path).removeprefix(root)
-        for prefix, group in _GROUPS.items():
-            if path.startswith(prefix):
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
+        group = _group_of(str(item.path).removeprefix(root))
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _group_of(nodeid: str) -> str | None:
+    for prefix, group in _GROUPS.items():
+        if nodeid.startswith(prefix):
+            return group
+    return None
+
+
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """Stop a parallel run in which the groups above would be silently ignored.
+
+    pytest-xdist's worker appends ``@group`` to each grouped test's id and its scheduler keeps a
+    group on one worker by that suffix alone; a pytest or xdist release that breaks the rename
+    (pytest 9.2 with xdist 3.8 did) spreads a group's tests, and its session fixture, over both
+    workers. Called in the controller with each worker's collected ids.
+    """
+    if node.config.getoption("dist") != "loadgroup":
+        return
+    lost = [nodeid for nodeid in ids if "@" not in nodeid and _group_of(nodeid)]
+    if lost:
+        pytest.exit(f"pytest-xdist did not group {len(lost)} tests, e.g. {lost[0]}", returncode=4)

@@ -61,8 +61,10 @@ def py_client() -> Path:
         # client pins its own grpcio/protobuf.
         base = sys.executable
         CACHE.mkdir(parents=True, exist_ok=True)
-        if not python.exists():
-            _run([base, "-m", "venv", str(venv)])
+        # no marker: never made, or an install was cut off and may have left a broken distribution
+        # that every later pip run trips over; start from an empty venv
+        shutil.rmtree(venv, ignore_errors=True)
+        _run([base, "-m", "venv", str(venv)])
         _run([str(python), "-m", "pip", "install", "-q", PY_CLIENT])
         marker.touch()
     return python
