@@ -129,9 +129,14 @@ _STORABLE_TOPIC_TYPES = (TopicType.NORMAL, TopicType.FIFO, TopicType.MIXED)
 _OK_ENTRY = svc.SendResultEntry(status=OK_STATUS)
 
 
+_MESSAGE_TYPES = frozenset(pb.MessageType.values())
+
+
 def _message_type(sp: pb.SystemProperties) -> int:
     mtype = sp.message_type
     if mtype != _MT_UNSPECIFIED:
+        if mtype not in _MESSAGE_TYPES:  # proto3 enums are open: any int32 arrives as it was sent
+            raise BadRequest(f"unknown message_type {mtype}")
         return mtype
     if sp.HasField("message_group"):
         return _MT_FIFO

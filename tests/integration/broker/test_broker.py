@@ -275,6 +275,13 @@ def test_bad_input_keeps_serving(broker: BrokerProcess, admin: BrokerAdminClient
     )
     reply = v2.stub.SendMessage(svc.SendMessageRequest(messages=[fifo]), metadata=v2.md)
     assert reply.status.code == pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    # proto3 enums are open: a type number no release defines arrives as sent
+    unknown = pb.Message(
+        topic=v2.res("orders"), body=b"u", system_properties=pb.SystemProperties(message_id="X2")
+    )
+    unknown.system_properties.message_type = 29  # type: ignore[assignment]
+    reply = v2.stub.SendMessage(svc.SendMessageRequest(messages=[unknown]), metadata=v2.md)
+    assert (reply.status.code, reply.status.message) == (pb.Code.BAD_REQUEST, "unknown message_type 29")
     with pytest.raises(grpc.RpcError) as exc:
         v2.send("orders", b"x" * (40 * 1024 * 1024))
     assert exc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED

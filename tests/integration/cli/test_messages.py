@@ -75,6 +75,9 @@ def test_explicit_endpoint_and_credentials(stack: Stack, operator: Mqctl, tenant
     assert half.exit_code == 2 and "go together" in half.stderr
 
 
+TAIL_ARGS = ("message", "tail", "orders", "--group", "audit", "-o", "json")
+
+
 def test_full_path_as_subprocesses(stack: Stack, tmp_path: Path) -> None:
     """login -> tenant -> key -> topic -> group -> send -> tail (until Ctrl-C), via the real entry point."""
     config = tmp_path / "xdg" / "mqctl" / "contexts.json"
@@ -99,7 +102,8 @@ def test_full_path_as_subprocesses(stack: Stack, tmp_path: Path) -> None:
 
     # tail runs until Ctrl-C and prints messages as they arrive
     tail = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "message", "tail", "orders", "--group", "audit", "-o", "json"],
+        # -X faulthandler: a SIGABRT (sent below if it hangs) writes every thread's stack to stderr
+        [sys.executable, "-X", "faulthandler", "-m", "cli.main", *TAIL_ARGS],
         cwd=REPO_ROOT,
         env={"MQCTL_CONFIG": str(config), "PATH": "/usr/bin:/bin"},
         stdout=subprocess.PIPE,
@@ -107,27 +111,42 @@ def test_full_path_as_subprocesses(stack: Stack, tmp_path: Path) -> None:
         text=True,
     )
     seen: list[dict[str, object]] = []
-    reader = threading.Thread(
-        target=lambda: seen.extend(json.loads(line) for line in tail.stdout or []), daemon=True
-    )
-    reader.start()
+    errors: list[str] = []  # stderr is drained as it comes: a full pipe would block the process
+    readers = [
+        threading.Thread(
+            target=lambda: seen.extend(json.loads(line) for line in tail.stdout or []), daemon=True
+        ),
+        threading.Thread(target=lambda: errors.extend(tail.stderr or []), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
     try:
         for i in range(3):
             ok("message", "send", "orders", f"order-{i}", "--key", f"o{i}")
         deadline = time.monotonic() + 60
         while len(seen) < 3 and time.monotonic() < deadline:
-            assert tail.poll() is None, tail.stderr.read() if tail.stderr else ""
+            assert tail.poll() is None, "".join(errors)
             time.sleep(0.2)
         assert sorted(str(m["body"]) for m in seen) == ["order-0", "order-1", "order-2"]
         # Ctrl-C: the normal way to stop a tail, so exit 0
         tail.send_signal(signal.SIGINT)
-        assert tail.wait(30) == 0
-        assert "3 message(s) received" in (tail.stderr.read() if tail.stderr else "")
+        try:
+            code = tail.wait(30)
+        except subprocess.TimeoutExpired:
+            tail.send_signal(signal.SIGABRT)
+            tail.wait(10)
+            readers[1].join(5)
+            raise AssertionError(
+                "tail still running 30 s after Ctrl-C:\n" + "".join(errors)[-8000:]
+            ) from None
+        for reader in readers:
+            reader.join(5)
+        assert code == 0, "".join(errors)
+        assert "3 message(s) received" in "".join(errors)
     finally:
         if tail.poll() is None:
             tail.kill()
             tail.wait(10)
-    reader.join(5)
 
 
 def test_delay_and_fifo_messages(stack: Stack, operator: Mqctl, tenant: str) -> None:
