@@ -42,6 +42,10 @@ __all__ = ("Admission", "Guard")
 
 logger = logging.getLogger(__name__)
 
+# how often silent client ids are forgotten (they stop counting towards the gauge at once; this
+# only bounds the memory they hold)
+CONNECTION_EXPIRE_S = 60.0
+
 
 def _queue_shares(broker: Broker) -> QueueShares:
     """Queue shares from this node's topics and the peers' (their admin API, operator token)."""
@@ -208,6 +212,7 @@ class Guard:
             (s.storage_scan_s, self.storage.rescan),
             (s.storage_sample_s, self._sample_storage),
             (s.lag_sample_s, self._sample_lag),
+            (CONNECTION_EXPIRE_S, self.quotas.connections.expire),
         ):
             self._tasks.append(asyncio.create_task(self._every(interval, job)))
         self._tasks.append(asyncio.create_task(self._every_async(s.metering_flush_s, self.flush)))

@@ -117,11 +117,30 @@ class ConnectionTracker:
         for cid in [c for c, v in clients.items() if now - v.last_seen > self.expire_s]:
             del clients[cid]
 
-    def counts(self) -> dict[str, int]:
+    def expire(self) -> None:
+        """Forget clients silent for ``expire_s`` (on the event loop, periodically: ids that never
+        come back would otherwise pile up when no ``max_connections`` limit makes ``admit`` prune)."""
         now = self._clock()
-        for clients in self._clients.values():
+        for ns in list(self._clients):
+            clients = self._clients[ns]
             self._expire(clients, now)
-        return {ns: len(c) for ns, c in self._clients.items() if c}
+            if not clients:
+                del self._clients[ns]
+
+    def counts(self) -> dict[str, int]:
+        """Clients seen within ``expire_s``, per namespace.
+
+        Read by the metrics endpoint's thread while the event loop admits clients: it changes
+        nothing and walks copies (``list()`` of a dict is taken in one step under the GIL), where
+        iterating or expiring the live dicts could raise "dictionary changed size during iteration".
+        """
+        now = self._clock()
+        live: dict[str, int] = {}
+        for ns, clients in list(self._clients.items()):
+            count = sum(1 for c in list(clients.values()) if now - c.last_seen <= self.expire_s)
+            if count:
+                live[ns] = count
+        return live
 
 
 class QueueShares:
