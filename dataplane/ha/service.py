@@ -159,7 +159,9 @@ class HAService:
         """Replicas this master found caught up recently (what it proposes to the controller)."""
         now = time.monotonic()
         out = []
-        for r in self.replicas.values():
+        # list(): the metrics endpoint's thread calls this (HA gauges) while the loop adds and drops
+        # replicas; a copy is taken in one step under the GIL, iterating the live dict is not
+        for r in list(self.replicas.values()):
             r.in_sync = r.connected and now - r.last_caught_up < self.in_sync_timeout_s
             if r.in_sync:
                 out.append(r.node)
@@ -168,7 +170,7 @@ class HAService:
     def counted_replicas(self) -> list[ReplicaState]:
         """Replicas whose confirmations count: locally in sync and in the controller's SyncStateSet."""
         local = set(self.local_in_sync())
-        return [r for r in self.replicas.values() if r.node in local and r.node in self.controller_sss]
+        return [r for r in list(self.replicas.values()) if r.node in local and r.node in self.controller_sss]
 
     def _copies(self, offset: int) -> int:
         return sum(1 for r in self.counted_replicas() if r.confirmed >= offset)
