@@ -75,6 +75,10 @@ def test_explicit_endpoint_and_credentials(stack: Stack, operator: Mqctl, tenant
     assert half.exit_code == 2 and "go together" in half.stderr
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 TAIL_ARGS = ("message", "tail", "orders", "--group", "audit", "-o", "json")
 
 
@@ -109,6 +113,9 @@ def test_full_path_as_subprocesses(stack: Stack, tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # a run started in the background by a non-interactive shell (`make test &`) inherits
+        # SIGINT ignored, and Python keeps it so: give the child the disposition a terminal has
+        preexec_fn=_default_sigint,
     )
     seen: list[dict[str, object]] = []
     errors: list[str] = []  # stderr is drained as it comes: a full pipe would block the process
