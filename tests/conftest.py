@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import socket
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
-__all__ = ("free_port",)
+__all__ = ("Race", "free_port", "reader_racing")
 
 
 _handed_out: set[int] = set()
@@ -54,6 +59,42 @@ def unused_port() -> int:
     return free_port()
 
 
+@dataclasses.dataclass
+class Race:
+    """What the reader of :func:`reader_racing` did: how often it read, and what it raised."""
+
+    readings: int = 0
+    errors: list[BaseException] = dataclasses.field(default_factory=list)
+
+
+@contextmanager
+def reader_racing(read: Callable[[], object]) -> Iterator[Race]:
+    """Call ``read`` over and over on another thread (as the metrics endpoint's thread reads state the
+    event loop changes) while the body runs, with the interpreter switching threads as often as it
+    can; the reader stops at its first exception, which lands in ``Race.errors``."""
+    race = Race()
+    done = threading.Event()
+
+    def loop() -> None:
+        try:
+            while not done.is_set():
+                read()
+                race.readings += 1
+        except BaseException as exc:  # the test asserts on it
+            race.errors.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    reader = threading.Thread(target=loop)
+    reader.start()
+    try:
+        yield race
+    finally:
+        done.set()
+        reader.join()
+        sys.setswitchinterval(interval)
+
+
 # Under pytest-xdist (``make test`` runs two workers) execnet sets COLUMNS=80 and LINES=24 in each
 # worker; a plain run has neither, and tables printed by the CLI (and by the processes tests start)
 # would fold differently. Take them back out so both runs see the same environment.
@@ -86,9 +127,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(group))
 
 
-def _group_of(nodeid: str) -> str | None:
+def _group_of(path: str) -> str | None:
+    """The group of a test at ``path`` (a node id or a rootdir-relative file path), if any."""
     for prefix, group in _GROUPS.items():
-        if nodeid.startswith(prefix):
+        if path.startswith(prefix):
             return group
     return None
 

@@ -37,9 +37,9 @@ class MessageStoreConfig:
     store_host: tuple[str, int] = ("127.0.0.1", 10911)
     # ASYNC_FLUSH also flushes as soon as this many 4 KiB pages are dirty (RocketMQ flushLeastPages).
     # 64 MiB: under a heavy append (~2 GB/s) a flush every ~30 ms, not ~450 fdatasyncs (journal
-    # commits, GIL hand-offs with the flusher thread) a second as with 4 MiB, which cost the
-    # appending thread 5-10% (docs/benchmarks.md); flush_interval_ms still bounds how old an
-    # unflushed write gets.
+    # commits, GIL hand-offs with the flusher thread) a second as with 4 MiB: the append rate rose
+    # ~12% side by side (docs/benchmarks.md); flush_interval_ms still bounds how old an unflushed
+    # write gets.
     flush_least_pages: int = 16384
     # ConsumeQueue and IndexFile pages are flushed, and a checkpoint written, this often.
     flush_consume_queue_interval_ms: int = 1000

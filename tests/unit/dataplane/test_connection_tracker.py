@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-import threading
-
 import pytest
 
 from dataplane.quota import ConnectionTracker, TooManyRequests
+from tests.conftest import reader_racing
 
 ROUNDS = 20_000
 
@@ -39,37 +37,17 @@ def test_counts_expire_silent_clients_without_forgetting_them() -> None:
 def test_a_reader_on_another_thread_never_fails_while_clients_arrive() -> None:
     clock = _Clock()
     tracker = ConnectionTracker(expire_s=120, clock=clock)
-    errors: list[BaseException] = []
-    readings = 0
-    done = threading.Event()
 
-    def read() -> None:  # the prometheus endpoint's thread
-        nonlocal readings
-        try:
-            while not done.is_set():
-                tracker.counts()
-                readings += 1
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    # when: clients of new namespaces arrive while the interpreter switches threads as often as it can
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    reader = threading.Thread(target=read)
-    reader.start()
-    try:
+    # when: clients of new namespaces arrive while another thread reads the counts
+    with reader_racing(tracker.counts) as race:
         for i in range(ROUNDS):
             tracker.admit(f"ns{i % 500}", f"client-{i}", None)
             if i % 1000 == 0:
                 clock.now += 1
-    finally:
-        done.set()
-        reader.join()
-        sys.setswitchinterval(interval)
 
     # then: no reading failed, and none of the admitted clients was lost
-    assert errors == []
-    assert readings > 0
+    assert race.errors == []
+    assert race.readings > 0
     assert sum(tracker.counts().values()) == ROUNDS
 
 
@@ -82,7 +60,7 @@ def test_expire_forgets_silent_clients_and_empty_namespaces() -> None:
     tracker.admit("a", "c3", None)
     clock.now += 30
     tracker.expire()
-    assert tracker._clients == {"a": {"c3": tracker._clients["a"]["c3"]}}
+    assert {ns: set(clients) for ns, clients in tracker._clients.items()} == {"a": {"c3"}}
     # a limit of 1 now admits a new client of "b" (its silent one is gone) and refuses a second of "a"
     tracker.admit("b", "c4", 1)
     with pytest.raises(TooManyRequests, match="max_connections 1"):
