@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ("Race", "free_port", "reader_racing")
+__all__ = ("ManualClock", "Race", "free_port", "reader_racing")
 
 
 _handed_out: set[int] = set()
@@ -57,6 +57,17 @@ def free_port() -> int:
 @pytest.fixture
 def unused_port() -> int:
     return free_port()
+
+
+class ManualClock:
+    """A clock for code that takes one (``clock=time.monotonic`` and the like): reads ``now``,
+    which the test moves by hand."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
 
 
 @dataclasses.dataclass

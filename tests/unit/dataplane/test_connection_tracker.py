@@ -5,21 +5,13 @@ from __future__ import annotations
 import pytest
 
 from dataplane.quota import ConnectionTracker, TooManyRequests
-from tests.conftest import reader_racing
+from tests.conftest import ManualClock, reader_racing
 
 ROUNDS = 20_000
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_counts_expire_silent_clients_without_forgetting_them() -> None:
-    clock = _Clock()
+    clock = ManualClock()
     tracker = ConnectionTracker(expire_s=120, clock=clock)
     tracker.admit("a", "c1", None)
     clock.now += 100
@@ -35,7 +27,7 @@ def test_counts_expire_silent_clients_without_forgetting_them() -> None:
 
 
 def test_a_reader_on_another_thread_never_fails_while_clients_arrive() -> None:
-    clock = _Clock()
+    clock = ManualClock()
     tracker = ConnectionTracker(expire_s=120, clock=clock)
 
     # when: clients of new namespaces arrive while another thread reads the counts
@@ -52,7 +44,7 @@ def test_a_reader_on_another_thread_never_fails_while_clients_arrive() -> None:
 
 
 def test_expire_forgets_silent_clients_and_empty_namespaces() -> None:
-    clock = _Clock()
+    clock = ManualClock()
     tracker = ConnectionTracker(expire_s=120, clock=clock)
     tracker.admit("a", "c1", None)
     tracker.admit("b", "c2", None)

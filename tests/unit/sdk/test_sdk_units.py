@@ -18,6 +18,7 @@ from mqcloud.fault import LatencyFaultTolerance, select_queue
 from mqcloud.message import MessageView, generate_message_id
 from mqcloud.producer import fifo_queue
 from mqcloud.signing import build_metadata, format_datetime, sign
+from tests.conftest import ManualClock
 
 
 def test_signature_golden_value() -> None:
@@ -139,22 +140,14 @@ def test_backoff_from_settings() -> None:
     assert b.max_attempts == 3 and b.delay(1) == pytest.approx(0.01) and b.delay(30) == 1.0
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
 def test_fault_tolerance_isolates_slow_and_failed_endpoints() -> None:
-    clock = _Clock()
+    clock = ManualClock(100.0)
     f = LatencyFaultTolerance(clock)
     f.update("a:1", 10)
     assert f.is_available("a:1")
     f.update("b:1", 600)  # >= 550 ms -> 30 s out
     assert not f.is_available("b:1")
-    clock.t += 31
+    clock.now += 31
     assert f.is_available("b:1")
     f.update("c:1", 5, failed=True)
     assert not f.is_available("c:1")
@@ -162,7 +155,7 @@ def test_fault_tolerance_isolates_slow_and_failed_endpoints() -> None:
 
 
 def test_select_queue_prefers_healthy_and_other_broker() -> None:
-    clock = _Clock()
+    clock = ManualClock(100.0)
     f = LatencyFaultTolerance(clock)
     queues = [("b1", "a:1"), ("b2", "b:1"), ("b3", "c:1")]
 
@@ -175,7 +168,7 @@ def test_select_queue_prefers_healthy_and_other_broker() -> None:
     assert pick(0) == ("b2", "b:1")
     f.update("b:1", 0, failed=True)
     f.update("c:1", 0, failed=True)
-    clock.t += 1
+    clock.now += 1
     f.update("c:1", 3000)  # back sooner than a and b? 180 s vs 30 s: a/b return first
     assert pick(2) in (("b1", "a:1"), ("b2", "b:1"))
 

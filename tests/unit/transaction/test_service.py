@@ -22,14 +22,7 @@ from dataplane.transaction import (
     TransactionError,
     to_half_message,
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
+from tests.conftest import ManualClock
 
 
 def _open(path: Path) -> MessageStore:
@@ -45,7 +38,7 @@ def store(tmp_path: Path) -> Iterator[MessageStore]:
     s.shutdown()
 
 
-def _service(store: MessageStore, clock: Clock, **kw: Any) -> TransactionalMessageService:
+def _service(store: MessageStore, clock: ManualClock, **kw: Any) -> TransactionalMessageService:
     service = TransactionalMessageService(
         store, immunity_ms=1000, check_interval_ms=1000, max_backoff_ms=4000, max_checks=3, clock=clock, **kw
     )
@@ -65,7 +58,7 @@ def _real(store: MessageStore) -> list[bytes]:
 
 
 def test_commit_rollback_and_idempotence(store: MessageStore) -> None:
-    service = _service(store, Clock())
+    service = _service(store, ManualClock(time.time()))
     a, b = _prepare(service, store, b"a"), _prepare(service, store, b"b")
     assert _real(store) == []
     assert asyncio.run(service.end("real", "A", a, commit=True)) == EndResult.OK
@@ -86,7 +79,7 @@ def test_commit_rollback_and_idempotence(store: MessageStore) -> None:
 
 
 def test_pending_rebuilt_from_half_and_op_records(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock(time.time())
     store = _open(tmp_path / "s")
     service = _service(store, clock)
     ids = [_prepare(service, store, body) for body in (b"a", b"b", b"c", b"d")]
@@ -113,7 +106,7 @@ def test_pending_rebuilt_from_half_and_op_records(tmp_path: Path) -> None:
 
 
 def test_checks_back_off_then_roll_back(store: MessageStore) -> None:
-    clock = Clock()
+    clock = ManualClock(time.time())
     service = _service(store, clock)
     sent: list[tuple[str, str]] = []
 
@@ -143,7 +136,7 @@ def test_checks_back_off_then_roll_back(store: MessageStore) -> None:
 
 
 def test_check_without_producer_still_counts(store: MessageStore) -> None:
-    clock = Clock()
+    clock = ManualClock(time.time())
     service = _service(store, clock)
     checks = TransactionCheckService(service, lambda half, pending, tx: False)
     _prepare(service, store, b"a")
