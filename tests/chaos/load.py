@@ -44,7 +44,8 @@ class Producer:
     topic: str
     acked: dict[bytes, str] = field(default_factory=dict)
     failures: dict[int, int] = field(default_factory=dict)
-    ack_times: list[tuple[float, str]] = field(default_factory=list)
+    # (sent, acknowledged, master) of every SEND_OK, monotonic seconds as this process saw them
+    ack_times: list[tuple[float, float, str]] = field(default_factory=list)
     attempts: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -85,6 +86,7 @@ class Producer:
             body = b"%08d:" % seq + os.urandom(24).hex().encode()
             seq += 1
             self.attempts += 1
+            sent = time.monotonic()
             try:
                 response = client.send(self.topic, body)
                 code = response.status.code
@@ -92,7 +94,7 @@ class Producer:
                 code = -1
             if code == OK:
                 self.acked[body] = current
-                self.ack_times.append((time.monotonic(), current))
+                self.ack_times.append((sent, time.monotonic(), current))
                 continue
             self.failures[code] = self.failures.get(code, 0) + 1
             client.close()
@@ -102,7 +104,7 @@ class Producer:
             client.close()
 
     def first_ack_after(self, t: float, node: str) -> float | None:
-        for when, who in self.ack_times:
+        for _, when, who in self.ack_times:
             if when >= t and who == node:
                 return when
         return None
