@@ -4,18 +4,20 @@ It is the framework's ceiling for ``broker_bench.py``: the same requests, the sa
 no broker work at all. ReceiveMessage streams ``batch_size`` copies of one prepared 1 KiB message
 (status first, delivery timestamp last, as a broker does) and AckMessage answers OK for every entry,
 so a consume run against it measures what streaming the responses alone costs.
+It runs on the event loop a broker started in the same environment would (``MQ_BROKER_EVENT_LOOP``,
+uvloop unless set), so the two are measured on the same stack.
 Run: ``python bench/bare_grpc_server.py PORT``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from collections.abc import AsyncIterator
 
 import grpc
 
+from dataplane.event_loop import EventLoopKind, run_on
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from mqcloud.apache.rocketmq.v2 import service_pb2_grpc as svc_grpc
@@ -97,4 +99,5 @@ async def serve(port: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(int(sys.argv[1])))
+    loop: EventLoopKind = "asyncio" if os.environ.get("MQ_BROKER_EVENT_LOOP") == "asyncio" else "uvloop"
+    run_on(loop, serve(int(sys.argv[1])))

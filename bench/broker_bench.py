@@ -25,7 +25,12 @@ Figures (``--json PATH`` writes them):
                                  the broker's garbage-collector pauses over the ASYNC_FLUSH phases
                                  (``MQ_BROKER_GC_FREEZE=false`` in the environment: without the freeze)
 
-Run: ``uv run python bench/broker_bench.py [--quick] [--json PATH]``.
+``--loop`` names the servers' event loop (``uvloop`` unless told): the broker's
+(``MQ_BROKER_EVENT_LOOP``) and the bare server's, so the ceiling is the same stack; ``--loop
+asyncio`` measures the standard library's loop, for the side-by-side comparison in
+docs/benchmarks.md. This client (ours and the peers' clients alike) always runs on asyncio's loop.
+
+Run: ``uv run python bench/broker_bench.py [--quick] [--json PATH] [--loop uvloop|asyncio]``.
 """
 
 from __future__ import annotations
@@ -516,8 +521,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller runs, within 120 s")
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--calls-only", action="store_true", help="only the CPU-per-call phases")
+    parser.add_argument(
+        "--loop", choices=("uvloop", "asyncio"), default="uvloop", help="the servers' event loop"
+    )
     args = parser.parse_args()
+    # the broker reads it as its setting; the bare server follows the broker
+    os.environ["MQ_BROKER_EVENT_LOOP"] = args.loop
     results = asyncio.run(run_calls_only() if args.calls_only else run(args.quick))
+    results["event_loop"] = args.loop
     text = json.dumps(results, indent=2, default=float)
     sys.stdout.write(text + "\n")
     if args.json:

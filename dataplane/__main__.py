@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from dataplane.config import BrokerSettings
+from dataplane.event_loop import run_on
 from dataplane.server import configure_logging, run
 
 configure_logging()
-asyncio.run(run(BrokerSettings()))
+settings = BrokerSettings()
+run_on(settings.event_loop, run(settings))

@@ -11,6 +11,8 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from dataplane.event_loop import EventLoopKind
+
 __all__ = ("BrokerSettings", "load_settings")
 
 
@@ -72,6 +74,8 @@ class BrokerSettings(BaseSettings):
     default_retry_delays_ms: list[int] = Field(default_factory=list)
     # Message trace (docs/trace.md): events written to the rmq_sys_TRACE_DATA topic.
     trace_enabled: bool = True
+    # The event loop (dataplane/event_loop.py): uvloop makes every gRPC call cheaper; asyncio to compare.
+    event_loop: EventLoopKind = "uvloop"
     # Freeze the objects alive once the node listens out of the garbage collector's full walks
     # (dataplane/heap.py): then no full collection stalls the loop for long. Off only to compare.
     gc_freeze: bool = True

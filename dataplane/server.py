@@ -196,6 +196,7 @@ async def run(settings: BrokerSettings, announce: Callable[[str], None] = logger
         logger.info("%d start-up objects frozen out of the garbage collector's walks", freeze_startup_heap())
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    logger.info("event loop: %s.%s", type(loop).__module__, type(loop).__qualname__)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     # `kill -USR2 PID`: every thread's stack to stderr, for a node that looks stuck (jstack's job).

@@ -35,12 +35,11 @@ def start(
     log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
 ) -> None:
     """Start a broker node; SIGTERM/SIGINT stop it gracefully (exit 0)."""
-    import asyncio
-
     from pydantic import ValidationError
 
     from cli.output import abort, info
     from dataplane.config import load_settings
+    from dataplane.event_loop import run_on
     from dataplane.server import configure_logging, run
 
     if metrics_listen is not None and metrics_listen.isdigit() and metrics_listen != "0":
@@ -59,6 +58,6 @@ def start(
     configure_logging(log_level)
 
     try:
-        asyncio.run(run(settings, announce=info))
+        run_on(settings.event_loop, run(settings, announce=info))
     except OSError as exc:
         abort(f"broker failed to start: {exc}")

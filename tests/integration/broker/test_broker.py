@@ -6,6 +6,7 @@ import hashlib
 import signal
 import threading
 import time
+from pathlib import Path
 
 import grpc
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from mqcloud.admin_client import BrokerAdminClient, BrokerAdminError
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
+from tests.conftest import free_port
 from tests.integration.broker.conftest import V2, BrokerProcess, messages, status_code
 
 pytestmark = pytest.mark.integration
@@ -357,3 +359,36 @@ def test_forward_to_dead_letter_queue_and_client_termination(
     bye = svc.NotifyClientTerminationRequest(group=v2.res("g1"))
     assert v2.stub.NotifyClientTermination(bye, metadata=v2.md, timeout=10).status.code == pb.Code.OK
     assert v2.client_id not in {c.client_id for c in admin.list_clients("acme")}
+
+
+def test_runs_on_uvloop_by_default(broker: BrokerProcess, admin: BrokerAdminClient, v2: V2) -> None:
+    _setup(admin)
+    assert any("event loop: uvloop.Loop" in line for line in broker.output), "".join(broker.output)
+    assert v2.send("orders", b"on uvloop").status.code == pb.Code.OK
+    assert [m.body for m in messages(v2.receive("g1", "orders"))] == [b"on uvloop"]
+
+
+def test_asyncio_loop_when_configured(tmp_path: Path) -> None:
+    # given a broker started with the standard library's loop
+    process = BrokerProcess(tmp_path / "broker", free_port(), env={"MQ_BROKER_EVENT_LOOP": "asyncio"})
+    process.start()
+    admin, v2 = BrokerAdminClient(process.target), V2(process.target, namespace="acme")
+    try:
+        # then it says so and serves the same calls
+        loop_line = "event loop: asyncio.unix_events._UnixSelectorEventLoop"
+        assert any(loop_line in line for line in process.output), "".join(process.output)
+        _setup(admin)
+        assert v2.send("orders", b"on asyncio").status.code == pb.Code.OK
+        assert [m.body for m in messages(v2.receive("g1", "orders"))] == [b"on asyncio"]
+        assert process.stop(signal.SIGTERM) == 0
+    finally:
+        admin.close()
+        v2.close()
+        process.kill()
+
+
+def test_unknown_event_loop_is_refused(tmp_path: Path) -> None:
+    process = BrokerProcess(tmp_path / "broker", free_port(), env={"MQ_BROKER_EVENT_LOOP": "tokio"})
+    with pytest.raises(RuntimeError, match=r"(?s)invalid broker settings.*event_loop.*uvloop. or .asyncio"):
+        process.start()
+    assert process.proc is not None and process.proc.wait(10) == 2
