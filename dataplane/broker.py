@@ -20,15 +20,9 @@ from dataplane.timer import RecallCodec, TimerMessageStore
 from dataplane.trace import MessageTracer
 from dataplane.transaction import TransactionalMessageService, TransactionCheckService, telemetry_sender
 
-__all__ = ("Broker", "authorize")
+__all__ = ("Broker",)
 
 logger = logging.getLogger(__name__)
-
-
-def authorize(context: Any, action: str, resource: str) -> None:
-    """Kept for handlers that want an extra check; authentication, namespace/ACL and quota checks of
-    every v2 RPC happen before the handler, in ``dataplane.interceptors`` (docs/security.md)."""
-    return
 
 
 def _open_store(settings: BrokerSettings, metadata: MetadataStore | None = None) -> Any:

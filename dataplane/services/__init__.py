@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from dataplane.broker import Broker, authorize
+from dataplane.broker import Broker
 from dataplane.clients import CLIENT_ID_HEADER, header
 from dataplane.errors import NotImplementedYet, ok_status
 from dataplane.services import consume, offsets, produce, route, telemetry
@@ -30,7 +30,6 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
 
     @unary(svc.QueryRouteResponse)
     async def QueryRoute(self, request: svc.QueryRouteRequest, context: Any) -> svc.QueryRouteResponse:
-        authorize(context, "route", request.topic.name)
         return route.query_route(self.broker, request, header_namespace(context))
 
     @unary(svc.HeartbeatResponse)
@@ -41,14 +40,12 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
 
     @unary(svc.SendMessageResponse)
     async def SendMessage(self, request: svc.SendMessageRequest, context: Any) -> svc.SendMessageResponse:
-        authorize(context, "pub", ",".join(m.topic.name for m in request.messages))
         return await produce.send_message(self.broker, request, header_namespace(context), context.peer())
 
     @unary(svc.QueryAssignmentResponse)
     async def QueryAssignment(
         self, request: svc.QueryAssignmentRequest, context: Any
     ) -> svc.QueryAssignmentResponse:
-        authorize(context, "sub", request.topic.name)
         return route.query_assignment(self.broker, request, header_namespace(context))
 
     def ReceiveMessage(
@@ -57,26 +54,22 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         # Returns the stream instead of re-yielding it: one async-generator step less per message
         # (dataplane.wire registers an async generator around it, as grpc.aio requires).
         self.broker.clients.touch(call_metadata(context), context.peer())
-        authorize(context, "sub", request.message_queue.topic.name)
         return consume.receive_message(self.broker, request, context, header_namespace(context))
 
     @unary(svc.AckMessageResponse)
     async def AckMessage(self, request: svc.AckMessageRequest, context: Any) -> svc.AckMessageResponse:
-        authorize(context, "sub", request.topic.name)
         return consume.ack_message(self.broker, request, header_namespace(context))
 
     @unary(svc.ForwardMessageToDeadLetterQueueResponse)
     async def ForwardMessageToDeadLetterQueue(
         self, request: svc.ForwardMessageToDeadLetterQueueRequest, context: Any
     ) -> svc.ForwardMessageToDeadLetterQueueResponse:
-        authorize(context, "sub", request.topic.name)
         return await consume.forward_to_dlq(self.broker, request, header_namespace(context))
 
     async def PullMessage(
         self, request: svc.PullMessageRequest, context: Any
     ) -> AsyncIterator[svc.PullMessageResponse]:
         self.broker.clients.touch(call_metadata(context), context.peer())
-        authorize(context, "sub", request.message_queue.topic.name)
         async for response in offsets.pull_message(self.broker, request, context, header_namespace(context)):
             yield response
 
@@ -96,7 +89,6 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     async def EndTransaction(
         self, request: svc.EndTransactionRequest, context: Any
     ) -> svc.EndTransactionResponse:
-        authorize(context, "pub", request.topic.name)
         return await end_transaction(self.broker, request, header_namespace(context))
 
     async def Telemetry(
@@ -118,14 +110,12 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
     async def ChangeInvisibleDuration(
         self, request: svc.ChangeInvisibleDurationRequest, context: Any
     ) -> svc.ChangeInvisibleDurationResponse:
-        authorize(context, "sub", request.topic.name)
         return consume.change_invisible_duration(self.broker, request, header_namespace(context))
 
     @unary(svc.RecallMessageResponse)
     async def RecallMessage(
         self, request: svc.RecallMessageRequest, context: Any
     ) -> svc.RecallMessageResponse:
-        authorize(context, "pub", request.topic.name)
         return await produce.recall_message(self.broker, request, header_namespace(context))
 
     @unary(svc.SyncLiteSubscriptionResponse)
