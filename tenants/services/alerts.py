@@ -14,18 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 import logging
 import secrets
-import socket
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
-import httpx
 from cryptography.fernet import InvalidToken
 from django.conf import settings
 from django.core.cache import cache
@@ -49,6 +45,7 @@ from tenants.constants import (
 from tenants.crypto import decrypt_secret, encrypt_secret
 from tenants.errors import AlreadyExists, BrokerUnavailable, ControlPlaneError, InvalidState
 from tenants.models import AlertEvent, AlertRule, ConsumerGroup, Tenant
+from tenants.services import webhook_post
 from tenants.services.audit import Actor, create_audited, delete_audited, record_event, update_audited
 from tenants.services.observe import group_lag, group_nodes
 from tenants.services.provisioning import get_gateway
@@ -334,23 +331,6 @@ def _payload(rule: AlertRule, breach: Breach, now: datetime) -> dict[str, Any]:
     }
 
 
-def _check_webhook_target(url: str) -> None:
-    """Refuse loopback, private and link-local destinations (a tenant must not reach the platform's
-    own network through a webhook) unless ``MQ_ALERT_WEBHOOK_ALLOW_PRIVATE`` is set."""
-    if getattr(settings, "MQ_ALERT_WEBHOOK_ALLOW_PRIVATE", False):
-        return
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    try:
-        infos = socket.getaddrinfo(host, parts.port or (443 if parts.scheme == "https" else 80))
-    except OSError as exc:
-        raise ControlPlaneError(f"The webhook host {host!r} does not resolve: {exc}") from exc
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0])
-        if not address.is_global:
-            raise ControlPlaneError(f"The webhook host {host!r} is not a public address ({address}).")
-
-
 def webhook_signature(secret: str, body: bytes) -> str:
     """``sha256=<hex>``: HMAC-SHA256 of the raw body, keyed with the secret's UTF-8 bytes."""
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
@@ -375,14 +355,17 @@ def sign_webhook(
 
 
 def _send_webhook(url: str, payload: dict[str, Any], secret: str) -> None:
-    _check_webhook_target(url)
+    """POST the signed payload. Loopback, private and link-local destinations are refused (a tenant
+    must not reach the platform's own network through a webhook; webhook_post.py checks the address
+    the request goes to) unless ``MQ_ALERT_WEBHOOK_ALLOW_PRIVATE`` is set."""
     body, headers = sign_webhook(secret, payload)
+    public_only = not getattr(settings, "MQ_ALERT_WEBHOOK_ALLOW_PRIVATE", False)
     try:
-        response = httpx.post(url, content=body, headers=headers, timeout=ALERT_WEBHOOK_TIMEOUT_S)
-    except httpx.HTTPError as exc:
-        raise ControlPlaneError(f"The webhook could not be reached: {exc}") from exc
-    if response.status_code >= 300:
-        raise ControlPlaneError(f"The webhook answered HTTP {response.status_code}.")
+        status = webhook_post.post(url, body, headers, ALERT_WEBHOOK_TIMEOUT_S, public_only=public_only)
+    except webhook_post.WebhookUnreachable as exc:
+        raise ControlPlaneError(str(exc)) from exc
+    if status >= 300:
+        raise ControlPlaneError(f"The webhook answered HTTP {status}.")
 
 
 def _send_email(address: str, rule: AlertRule, breach: Breach, payload: dict[str, Any]) -> None:
