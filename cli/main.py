@@ -20,6 +20,7 @@ from cli.commands import (
     admin,
     admin_cluster,
     admin_tier,
+    alerts,
     analytics,
     billing,
     broker,
@@ -161,6 +162,8 @@ app.add_typer(offsets.app, name="offset")
 app.add_typer(dlq.app, name="dlq")
 app.add_typer(clusters.app, name="cluster")
 app.add_typer(analytics.app, name="analytics")
+app.add_typer(alerts.rules_app, name="alert-rule")
+app.add_typer(alerts.events_app, name="alert-event")
 app.command("standalone", help="Run the control plane, Celery and a broker on this machine.")(
     standalone.standalone
 )

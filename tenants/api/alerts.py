@@ -99,6 +99,7 @@ class AlertEventSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
 class AlertRuleFilterSet(filters.FilterSet):
     tenant_id = filters.NumberFilter(field_name="tenant_id")
     tenant = filters.CharFilter(field_name="tenant__namespace")
+    name = filters.CharFilter(field_name="name")
     group_id = filters.NumberFilter(field_name="group_id")
     group = filters.CharFilter(field_name="group__name")
 

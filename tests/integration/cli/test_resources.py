@@ -364,3 +364,49 @@ def test_admin_output_formats(broker: BrokerProcess, mqctl: Mqctl) -> None:
     legacy = json.loads(mqctl.ok("admin", "--broker", broker.target, "--json", "topic", "list").stdout)
     assert legacy == listed
     assert mqctl("admin", "--broker", broker.target, "-o", "xml", "topic", "list").exit_code == 2
+
+
+def test_alert_rule_and_event_commands(stack: Stack, operator: Mqctl, tenant: str) -> None:
+    # given a consumer group
+    operator.ok("group", "create", "billing")
+    # when rules are created on it, one per channel
+    by_mail = operator.json(
+        "alert-rule", "create", "billing-lag", "--group", "billing", "--lag-threshold", "100",
+        "--email", "ops@acme.example",
+    )  # fmt: skip
+    hook = operator.json(
+        "alert-rule", "create", "billing-dlq", "--group", "billing", "--dlq-threshold", "1",
+        "--webhook-url", "https://hooks.acme.example/mq",
+    )  # fmt: skip
+    # then they are the control plane's rules, the webhook's signing secret shown once at creation
+    assert by_mail["channel"] == "email" and by_mail["lag_threshold"] == 100 and by_mail["enabled"] is True
+    assert by_mail["group_name"] == "billing"
+    assert hook["channel"] == "webhook" and hook["signing_secret"]
+    assert operator.json("alert-rule", "secret", "billing-dlq")["signing_secret"] == hook["signing_secret"]
+    rotated = operator.json("alert-rule", "rotate-secret", "billing-dlq")["signing_secret"]
+    assert rotated != hook["signing_secret"]
+    assert operator.json("alert-rule", "secret", "billing-dlq")["signing_secret"] == rotated
+    assert [r["name"] for r in operator.json("alert-rule", "list")] == ["billing-dlq", "billing-lag"]
+    assert operator.json("alert-rule", "get", "billing-lag")["id"] == by_mail["id"]
+    # and an update changes only what it names; a new target switches the channel
+    changed = operator.json("alert-rule", "update", "billing-lag", "--lag-threshold", "500", "--disable")
+    assert changed["lag_threshold"] == 500 and changed["enabled"] is False
+    assert changed["email"] == "ops@acme.example"
+    switched = operator.json(
+        "alert-rule", "update", "billing-lag", "--webhook-url", "https://hooks.acme.example/b"
+    )
+    assert switched["channel"] == "webhook" and switched["email"] == ""
+    # bad input: exit 2 for usage, 3 for what does not exist
+    assert operator("alert-rule", "update", "billing-lag").exit_code == 2
+    new = ("alert-rule", "create", "x", "--lag-threshold", "1")
+    assert operator(*new, "--group", "billing").exit_code == 2  # no channel
+    both = ("--email", "a@acme.example", "--webhook-url", "https://hooks.acme.example/c")
+    assert operator(*new, "--group", "billing", *both).exit_code == 2
+    assert operator(*new, "--group", "nogroup", "--email", "a@acme.example").exit_code == 3
+    assert operator("alert-rule", "get", "nosuch").exit_code == 3
+    # nothing fired yet
+    assert operator.json("alert-event", "list", "--rule", "billing-dlq") == []
+    assert operator("alert-event", "list", "--rule", "nosuch").exit_code == 3
+    operator.ok("alert-rule", "delete", "billing-lag", "--yes")
+    assert [r["name"] for r in operator.json("alert-rule", "list")] == ["billing-dlq"]
+    assert operator("alert-rule", "get", "billing-lag").exit_code == 3
