@@ -20,10 +20,15 @@ T = TypeVar("T")
 
 
 def loop_factory(kind: EventLoopKind) -> Callable[[], asyncio.AbstractEventLoop]:
-    """A function making a new loop of ``kind``."""
+    """A function making a new loop of ``kind``; RuntimeError (one line) when uvloop is not installed."""
     if kind == "uvloop":
-        import uvloop
-
+        try:
+            import uvloop
+        except ImportError as exc:
+            raise RuntimeError(
+                "event_loop is uvloop but the uvloop package is not installed "
+                "(set MQ_BROKER_EVENT_LOOP=asyncio to run on the standard loop)"
+            ) from exc
         return uvloop.new_event_loop
     return asyncio.new_event_loop
 
