@@ -17,7 +17,8 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from dataplane.event_loop import EventLoopKind, run_on
+from dataplane.config import BrokerSettings
+from dataplane.event_loop import run_on
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from mqcloud.apache.rocketmq.v2 import service_pb2_grpc as svc_grpc
@@ -99,5 +100,4 @@ async def serve(port: int) -> None:
 
 
 if __name__ == "__main__":
-    loop: EventLoopKind = "asyncio" if os.environ.get("MQ_BROKER_EVENT_LOOP") == "asyncio" else "uvloop"
-    run_on(loop, serve(int(sys.argv[1])))
+    run_on(BrokerSettings().event_loop, serve(int(sys.argv[1])))

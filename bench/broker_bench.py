@@ -13,6 +13,8 @@ Figures (``--json PATH`` writes them):
                                  than one Python gRPC client makes on 2 cores: the send queue grows)
 - e2e_p99_ms_at_300_msgs_per_s   single sends paced at 300 msgs/s (below the single-send ceiling)
 - e2e_send_p99_ms(_at_300_msgs_per_s) / e2e_single_send_p99_ms   send -> answer in those runs
+- e2e_p99_ms_first_fifth / _last_fifth   the p99 of the first and of the last fifth of that run's
+                                 receipts: far apart, the consumers fell further behind as it ran
 - e2e_broker_cpu / e2e_client_cpu   cores busy in the e2e_p99_ms run (broker / this process), from
                                  the first send to the last receipt: near 1.0 each, nothing is idle
 - grpc_ceiling_msgs_per_s / grpc_ceiling_single_msgs_per_s   the bare server, same requests
@@ -297,12 +299,14 @@ async def e2e_latency(
     batch_delay_ms: float | None = None,
     cpu: dict[str, float] | None = None,
     pid: int | None = None,
+    drift: dict[str, float] | None = None,
 ) -> tuple[float, float]:
     """p99 of send -> receipt in ms, with consumers long-polling while a paced producer sends; and
     p99 of send -> SendMessage answer (when the two are close, the sends queue, not the delivery).
     With ``batch_delay_ms`` the producer is the SDK's ``AsyncProducer`` with batching. ``cpu`` gets
     the cores busy from the first send to the last receipt: ``broker`` (process ``pid``) and
-    ``client`` (this process: producer and consumers)."""
+    ``client`` (this process: producer and consumers). ``drift`` gets the p99 of the first and of
+    the last fifth of the receipts (``first``, ``last``): far apart, the consumers fell behind."""
     total = int(rate * seconds)
     latencies: list[float] = []
     sent: list[float] = []
@@ -403,6 +407,9 @@ async def e2e_latency(
             cpu["client"] = (time.process_time() - cpu_start[1]) / elapsed
         done.set()
         await asyncio.gather(*consumers, return_exceptions=True)
+    if drift is not None:
+        fifth = max(len(latencies) // 5, 1)
+        drift["first"], drift["last"] = p99(latencies[:fifth]), p99(latencies[-fifth:])
     return p99(latencies), p99(sent)
 
 
@@ -468,11 +475,13 @@ async def run(quick: bool) -> dict[str, Any]:
         results["e2e_p99_ms_at_300_msgs_per_s"] = low
         results["e2e_send_p99_ms_at_300_msgs_per_s"] = low_send
         cpu: dict[str, float] = {}
+        drift: dict[str, float] = {}
         high, high_send = await e2e_latency(
-            target, rate=5000, seconds=2 if quick else 10, batch_delay_ms=1.0, cpu=cpu, pid=pid
+            target, rate=5000, seconds=2 if quick else 10, batch_delay_ms=1.0, cpu=cpu, pid=pid, drift=drift
         )
         results["e2e_p99_ms"] = high
         results["e2e_send_p99_ms"] = high_send
+        results["e2e_p99_ms_first_fifth"], results["e2e_p99_ms_last_fifth"] = drift["first"], drift["last"]
         results["e2e_broker_cpu"], results["e2e_client_cpu"] = cpu["broker"], cpu["client"]
         single, single_send = await e2e_latency(target, rate=5000, seconds=2 if quick else 10)
         results["e2e_single_p99_ms"] = single

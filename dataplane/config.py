@@ -8,10 +8,10 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from dataplane.event_loop import EventLoopKind
+from dataplane.event_loop import EventLoopKind, uvloop_installed
 
 __all__ = ("BrokerSettings", "load_settings")
 
@@ -147,6 +147,13 @@ class BrokerSettings(BaseSettings):
     lag_sample_s: float = Field(default=30.0, gt=0)
     storage_sample_s: float = Field(default=3600.0, gt=0)
     storage_scan_s: float = Field(default=5.0, gt=0)
+
+    @field_validator("event_loop")
+    @classmethod
+    def _loop_installed(cls, kind: EventLoopKind) -> EventLoopKind:
+        if kind == "uvloop" and not uvloop_installed():
+            raise ValueError("the uvloop package is not installed: set MQ_BROKER_EVENT_LOOP=asyncio")
+        return kind
 
     @model_validator(mode="after")
     def _replication_secret(self) -> BrokerSettings:

@@ -10,25 +10,26 @@ loop, to compare or where uvloop cannot be installed.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 from collections.abc import Callable, Coroutine
 from typing import Any, Literal, TypeVar
 
-__all__ = ("EventLoopKind", "loop_factory", "run_on")
+__all__ = ("EventLoopKind", "loop_factory", "run_on", "uvloop_installed")
 
 EventLoopKind = Literal["uvloop", "asyncio"]
 T = TypeVar("T")
 
 
+def uvloop_installed() -> bool:
+    """Whether uvloop can be imported (BrokerSettings refuses ``event_loop = "uvloop"`` otherwise)."""
+    return importlib.util.find_spec("uvloop") is not None
+
+
 def loop_factory(kind: EventLoopKind) -> Callable[[], asyncio.AbstractEventLoop]:
-    """A function making a new loop of ``kind``; RuntimeError (one line) when uvloop is not installed."""
+    """A function making a new loop of ``kind``."""
     if kind == "uvloop":
-        try:
-            import uvloop
-        except ImportError as exc:
-            raise RuntimeError(
-                "event_loop is uvloop but the uvloop package is not installed "
-                "(set MQ_BROKER_EVENT_LOOP=asyncio to run on the standard loop)"
-            ) from exc
+        import uvloop
+
         return uvloop.new_event_loop
     return asyncio.new_event_loop
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from cli import output
+from cli.commands import groups
 from cli.errors import CliError, ExitCode
 from cli.options import Output, Tenant
 from cli.resources import confirm, only_given, tenant_id
@@ -115,7 +116,7 @@ def create(
     session = current()
     ns = session.tenant(tenant)
     api = session.api()
-    group_row = api.find("consumer-groups/", f"group {ns}/{group}", tenant=ns, name=group)
+    group_row = groups.find(ns, group)
     body = only_given(
         tenant=tenant_id(api, ns),
         name=name,
@@ -170,29 +171,28 @@ def delete(
     output.success(f"alert rule {ns}/{name} deleted")
 
 
-@rules_app.command("secret")
-def secret(name: Name, tenant: Tenant = None, fmt: Output = output.OutputFormat.TABLE) -> None:
-    """The webhook signing secret of a rule (developers and up)."""
+def _signing_secret(method: str, action: str, name: str, tenant: str | None, fmt: output.OutputFormat) -> str:
+    """Call the rule's signing-secret ``action`` and print the secret; the rule's label."""
     session = current()
     ns = session.tenant(tenant)
     row = find(ns, name)
-    data = session.api().request(
-        "GET", f"{PATH}{row['id']}/signing-secret/", not_found=f"alert rule {ns}/{name}"
-    )
+    what = f"alert rule {ns}/{name}"
+    data = session.api().request(method, f"{PATH}{row['id']}/{action}/", not_found=what)
     output.emit(data, fmt, ("signing_secret",))
+    return what
+
+
+@rules_app.command("secret")
+def secret(name: Name, tenant: Tenant = None, fmt: Output = output.OutputFormat.TABLE) -> None:
+    """The webhook signing secret of a rule (developers and up)."""
+    _signing_secret("GET", "signing-secret", name, tenant, fmt)
 
 
 @rules_app.command("rotate-secret")
 def rotate_secret(name: Name, tenant: Tenant = None, fmt: Output = output.OutputFormat.TABLE) -> None:
     """A new webhook signing secret; the old one stops signing at once."""
-    session = current()
-    ns = session.tenant(tenant)
-    row = find(ns, name)
-    data = session.api().request(
-        "POST", f"{PATH}{row['id']}/rotate-signing-secret/", not_found=f"alert rule {ns}/{name}"
-    )
-    output.emit(data, fmt, ("signing_secret",))
-    output.success(f"alert rule {ns}/{name}: signing secret rotated")
+    what = _signing_secret("POST", "rotate-signing-secret", name, tenant, fmt)
+    output.success(f"{what}: signing secret rotated")
 
 
 @events_app.command("list")

@@ -39,7 +39,7 @@ def start(
 
     from cli.output import abort, info
     from dataplane.config import load_settings
-    from dataplane.event_loop import loop_factory, run_on
+    from dataplane.event_loop import run_on
     from dataplane.server import configure_logging, run
 
     if metrics_listen is not None and metrics_listen.isdigit() and metrics_listen != "0":
@@ -56,10 +56,6 @@ def start(
     except (ValidationError, OSError, ValueError) as exc:
         abort(f"invalid broker settings: {exc}", code=2)
     configure_logging(log_level)
-    try:
-        loop_factory(settings.event_loop)
-    except RuntimeError as exc:
-        abort(str(exc), code=2)
 
     try:
         run_on(settings.event_loop, run(settings, announce=info))

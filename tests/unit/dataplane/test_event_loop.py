@@ -7,6 +7,7 @@ import sys
 
 import pytest
 import uvloop
+from pydantic import ValidationError
 
 from dataplane.config import BrokerSettings
 from dataplane.event_loop import loop_factory, run_on
@@ -26,8 +27,11 @@ def test_asyncio_loop_when_asked() -> None:
     assert issubclass(kind, asyncio.BaseEventLoop) and not issubclass(kind, uvloop.Loop)
 
 
-def test_missing_uvloop_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_uvloop_is_a_settings_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "uvloop", None)  # as on a machine without the package
-    with pytest.raises(RuntimeError, match=r"not installed \(set MQ_BROKER_EVENT_LOOP=asyncio"):
-        loop_factory("uvloop")
+    with pytest.raises(
+        ValidationError, match="uvloop package is not installed: set MQ_BROKER_EVENT_LOOP=asyncio"
+    ):
+        BrokerSettings()
+    assert BrokerSettings(event_loop="asyncio").event_loop == "asyncio"
     assert loop_factory("asyncio") is asyncio.new_event_loop
