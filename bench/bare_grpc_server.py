@@ -3,7 +3,8 @@
 It is the framework's ceiling for ``broker_bench.py``: the same requests, the same Python gRPC stack,
 no broker work at all. ReceiveMessage streams ``batch_size`` copies of one prepared 1 KiB message
 (status first, delivery timestamp last, as a broker does) and AckMessage answers OK for every entry,
-so a consume run against it measures what streaming the responses alone costs.
+so a consume run against it measures what streaming the responses alone costs. The stream is
+written as the broker writes it (``dataplane.buffered_stream``: one socket write per receive).
 It runs on the event loop a broker started in the same environment would (``MQ_BROKER_EVENT_LOOP``,
 uvloop unless set), so the two are measured on the same stack.
 Run: ``python bench/bare_grpc_server.py PORT``.
@@ -17,6 +18,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from dataplane.buffered_stream import write_buffered
 from dataplane.config import BrokerSettings
 from dataplane.event_loop import run_on
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
@@ -51,9 +53,11 @@ class BareMessagingService(svc_grpc.MessagingServiceServicer):
         self.received = svc.ReceiveMessageResponse(message=prepared_message())
         self.ok = pb.Status(code=pb.Code.OK, message="OK")
 
-    async def ReceiveMessage(
-        self, request: svc.ReceiveMessageRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[svc.ReceiveMessageResponse]:
+    async def ReceiveMessage(self, request: svc.ReceiveMessageRequest, context: grpc.aio.ServicerContext) -> None:
+        # written as the broker writes its receives: the whole stream in one go
+        await write_buffered(context, self._received(request))
+
+    async def _received(self, request: svc.ReceiveMessageRequest) -> AsyncIterator[svc.ReceiveMessageResponse]:
         yield svc.ReceiveMessageResponse(status=self.ok)
         for _ in range(request.batch_size or 32):
             yield self.received

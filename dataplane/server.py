@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 
 import grpc
 
+from dataplane import buffered_stream
 from dataplane.broker import Broker
 from dataplane.config import BrokerSettings
 from dataplane.guard import Guard
@@ -65,6 +66,7 @@ class BrokerServer:
             MessagingServicer(self.broker),
             service_pb2.DESCRIPTOR.services_by_name["MessagingService"],
             wrap=MessagingInterceptor(self.guard).wrap,
+            buffered=("ReceiveMessage", "PullMessage"),  # answered at once, after the long poll
         )
         add_servicer(
             self.server,
@@ -197,6 +199,8 @@ async def run(settings: BrokerSettings, announce: Callable[[str], None] = logger
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     logger.info("event loop: %s.%s", type(loop).__module__, type(loop).__qualname__)
+    if not buffered_stream.AVAILABLE:
+        logger.warning("this grpcio has no write-buffer hint; each streamed response is its own write")
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     # `kill -USR2 PID`: every thread's stack to stderr, for a node that looks stuck (jstack's job).

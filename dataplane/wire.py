@@ -9,14 +9,17 @@ async-generator step per item).
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any
 
 import grpc
 from google.protobuf import descriptor as d
 from google.protobuf import message_factory
 from google.protobuf.message import DecodeError, Message
+
+from dataplane.buffered_stream import write_buffered
 
 __all__ = ("add_servicer",)
 
@@ -44,8 +47,9 @@ def _unary_unary(method: Callable[..., Any], cls: type[Message]) -> Callable[...
     return behavior
 
 
-def _unary_stream(method: Callable[..., Any], cls: type[Message]) -> Callable[..., Any]:
-    # grpc.aio tells streaming handlers by inspect.isasyncgenfunction: this must be one too
+def _unary_stream(method: Callable[..., Any], cls: type[Message], buffered: bool) -> Callable[..., Any]:
+    # grpc.aio tells streaming handlers by inspect.isasyncgenfunction: an async generator's items
+    # are written by grpc.aio, a coroutine writes them itself (write_buffered: all in one go)
     async def behavior(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
         request = _decode(cls, raw)
         if isinstance(request, str):
@@ -53,7 +57,13 @@ def _unary_stream(method: Callable[..., Any], cls: type[Message]) -> Callable[..
         async for response in method(request, context):
             yield response
 
-    return behavior
+    async def writing(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        request = _decode(cls, raw)
+        if isinstance(request, str):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request)
+        await write_buffered(context, method(request, context))
+
+    return writing if buffered else behavior
 
 
 def _stream_in(method: Callable[..., Any], cls: type[Message], streaming_out: bool) -> Callable[..., Any]:
@@ -99,7 +109,8 @@ def _gated(behavior: Callable[..., Any], gate: Gate, streaming_out: bool) -> Cal
         async for response in behavior(request, context):
             yield response
 
-    return streaming if streaming_out else unary
+    # a buffered stream's behavior writes its responses itself and returns None, as a unary returns
+    return streaming if streaming_out and inspect.isasyncgenfunction(behavior) else unary
 
 
 _HANDLER_FACTORIES: dict[tuple[bool, bool], Callable[..., Any]] = {
@@ -120,13 +131,16 @@ def add_servicer(
     service: d.ServiceDescriptor,
     wrap: Wrap | None = None,
     gate: Gate | None = None,
+    buffered: Collection[str] = (),
 ) -> None:
     """Register every method of ``service`` implemented by ``servicer`` on ``server``.
 
     ``wrap(rpc_name, kind, method)`` may return a replacement for a servicer method (kind is
     ``unary_unary``, ``unary_stream``, ``stream_unary`` or ``stream_stream``); it sees decoded
     requests, as the servicer does. ``gate(metadata)`` (the admin token check) refuses a call with
-    UNAUTHENTICATED before its request is decoded. Per-service hooks instead of a grpc.aio server
+    UNAUTHENTICATED before its request is decoded. The server-streaming methods named in ``buffered``
+    produce their whole stream at once; their responses go out in one write
+    (:func:`dataplane.buffered_stream.write_buffered`). Per-service hooks instead of a grpc.aio server
     interceptor: an interceptor runs (as an extra coroutine) on every call of every service.
     """
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
@@ -139,7 +153,7 @@ def add_servicer(
         if m.client_streaming:
             behavior = _stream_in(method, req_cls, m.server_streaming)
         elif m.server_streaming:
-            behavior = _unary_stream(method, req_cls)
+            behavior = _unary_stream(method, req_cls, m.name in buffered)
         else:
             behavior = _unary_unary(method, req_cls)
         if gate is not None:

@@ -1,0 +1,88 @@
+"""Streamed responses written together (dataplane/buffered_stream.py), over a real grpc.aio call.
+
+The handler below pauses between two responses, which the broker's streams never do: that pause
+makes buffering visible. With the write-buffer hint the second response waits in the transport
+and reaches the client together with the last one; without it, it arrives at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import wrappers_pb2
+
+from dataplane import buffered_stream
+from dataplane.buffered_stream import write_buffered
+
+PAUSE_S = 0.5
+
+
+async def _responses(count_before_pause: int, size: int) -> AsyncIterator[wrappers_pb2.StringValue]:
+    for i in range(count_before_pause):
+        yield wrappers_pb2.StringValue(value=f"r{i}".ljust(size))
+    await asyncio.sleep(PAUSE_S)
+    yield wrappers_pb2.StringValue(value="last")
+
+
+async def _handler(request: bytes, context: Any) -> None:
+    count, size = request.decode().split(",")
+    await write_buffered(context, _responses(int(count), int(size)))
+
+
+async def _arrivals(before_pause: int, size: int = 2) -> list[tuple[str, float]]:
+    """(value, seconds after the call started) of each response of one call."""
+    server = grpc.aio.server()
+    handler = grpc.unary_stream_rpc_method_handler(
+        _handler, response_serializer=wrappers_pb2.StringValue.SerializeToString
+    )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("t.Stream", {"Run": handler}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            call = channel.unary_stream(
+                "/t.Stream/Run",
+                request_serializer=lambda raw: raw,
+                response_deserializer=wrappers_pb2.StringValue.FromString,
+            )
+            started = time.monotonic()
+            return [
+                (response.value.rstrip(), time.monotonic() - started)
+                async for response in call(f"{before_pause},{size}".encode(), timeout=10)
+            ]
+    finally:
+        await server.stop(None)
+
+
+def test_this_grpcio_has_the_hint() -> None:
+    # An upgrade of grpcio that renames the private parts must fail here, not slow consumers quietly.
+    assert buffered_stream.AVAILABLE
+
+
+async def test_hinted_responses_wait_for_the_end_of_the_stream() -> None:
+    arrivals = await _arrivals(3)
+    assert [value for value, _ in arrivals] == ["r0", "r1", "r2", "last"]
+    first, *rest = [at for _, at in arrivals]
+    assert first < PAUSE_S  # the first response goes out with the headers
+    assert all(at >= PAUSE_S * 0.9 for at in rest), arrivals  # the others were held until the end
+
+
+async def test_without_the_hint_each_response_is_sent_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(buffered_stream, "AVAILABLE", False)
+    arrivals = await _arrivals(3)
+    assert [value for value, _ in arrivals] == ["r0", "r1", "r2", "last"]
+    assert all(at < PAUSE_S for _, at in arrivals[:3]), arrivals
+    assert arrivals[3][1] >= PAUSE_S * 0.9
+
+
+async def test_a_large_stream_is_not_held_back_by_the_write_buffer() -> None:
+    # Past the transport's write buffer (64 KiB) hinted writes go out as they come: a stream larger
+    # than the buffer completes (a hinted write waiting on a full buffer would hang here).
+    arrivals = await _arrivals(400, size=1024)  # 400 KiB before the pause
+    assert [value for value, _ in arrivals] == [f"r{i}" for i in range(400)] + ["last"]
+    assert arrivals[200][1] < PAUSE_S, arrivals[200]  # sent before the pause, not held for it
