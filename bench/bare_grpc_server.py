@@ -53,11 +53,15 @@ class BareMessagingService(svc_grpc.MessagingServiceServicer):
         self.received = svc.ReceiveMessageResponse(message=prepared_message())
         self.ok = pb.Status(code=pb.Code.OK, message="OK")
 
-    async def ReceiveMessage(self, request: svc.ReceiveMessageRequest, context: grpc.aio.ServicerContext) -> None:
+    async def ReceiveMessage(
+        self, request: svc.ReceiveMessageRequest, context: grpc.aio.ServicerContext
+    ) -> None:
         # written as the broker writes its receives: the whole stream in one go
         await write_buffered(context, self._received(request))
 
-    async def _received(self, request: svc.ReceiveMessageRequest) -> AsyncIterator[svc.ReceiveMessageResponse]:
+    async def _received(
+        self, request: svc.ReceiveMessageRequest
+    ) -> AsyncIterator[svc.ReceiveMessageResponse]:
         yield svc.ReceiveMessageResponse(status=self.ok)
         for _ in range(request.batch_size or 32):
             yield self.received
