@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import importlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 from google.protobuf.message import Message
-from grpc._cython import cygrpc as _cygrpc
 
 __all__ = ("AVAILABLE", "write_buffered")
 
+_cygrpc: Any = importlib.import_module("grpc._cython.cygrpc")  # grpcio's C layer (untyped)
 _send_message: Any = getattr(_cygrpc, "_send_message", None)
 _RPC_STATE: Any = getattr(_cygrpc, "RPCState", None)
 _HINT: int | None = getattr(getattr(_cygrpc, "WriteFlag", None), "buffer_hint", None)
