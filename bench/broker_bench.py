@@ -22,7 +22,8 @@ Figures (``--json PATH`` writes them):
                                  (our broker / the bare server): what each call of the e2e runs costs
 - grpc_ceiling_consume_msgs_per_s  the same consume loop against the bare server, which streams a
                                  prepared message per slot and stores nothing (the framework's cost)
-- (grpc_ceiling_)consume_cpu_us_per_msg  server CPU per consumed message in those consume runs
+- (grpc_ceiling_)consume_cpu_us_per_msg / _switches_per_msg  the server's CPU and context switches
+                                 (all threads) per consumed message in those consume runs
 - nats_publish_msgs_per_s / nats_consume_msgs_per_s / rabbitmq_quorum_publish_msgs_per_s  peers
 - broker_gc_pauses / _full_collections / _pauses_over_10ms / _over_25ms / _pause_ms_total / _frozen_objects
                                  the broker's garbage-collector pauses over the ASYNC_FLUSH phases
@@ -64,7 +65,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import peers  # noqa: E402
-from procfs import cpu_seconds  # noqa: E402
+from procfs import context_switches, cpu_seconds  # noqa: E402
 
 from mqcloud import AsyncProducer, BatchingOptions, ClientConfig, Message  # noqa: E402
 from mqcloud.admin.v1 import admin_pb2, admin_pb2_grpc  # noqa: E402
@@ -258,6 +259,18 @@ async def consume(target: str, count: int, batch: int = 32, in_flight: int = 4) 
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(in_flight)))
         return received / (time.perf_counter() - started)
+
+
+async def consume_figures(target: str, pid: int, count: int, prefix: str) -> dict[str, float]:
+    """``{prefix}consume_msgs_per_s`` and what the server spent per consumed message: CPU
+    (``_cpu_us_per_msg``) and context switches (``_switches_per_msg``, all its threads)."""
+    cpu, switches = cpu_seconds(pid), context_switches(pid)
+    rate = await consume(target, count)
+    return {
+        f"{prefix}consume_msgs_per_s": rate,
+        f"{prefix}consume_cpu_us_per_msg": (cpu_seconds(pid) - cpu) / count * 1e6,
+        f"{prefix}consume_switches_per_msg": (context_switches(pid) - switches) / count,
+    }
 
 
 async def cpu_per_call(target: str, pid: int, rate: int, seconds: float) -> float:
@@ -463,19 +476,14 @@ async def run(quick: bool) -> dict[str, Any]:
         results |= await cpu_per_call_figures(f"127.0.0.1:{port}", bare.pid, "grpc_ceiling_")
         results["grpc_ceiling_msgs_per_s"] = await produce(f"127.0.0.1:{port}", n_batched, 64, 8)
         results["grpc_ceiling_single_msgs_per_s"] = await produce(f"127.0.0.1:{port}", n_single, 1, 16)
-        cpu_before = cpu_seconds(bare.pid)
-        results["grpc_ceiling_consume_msgs_per_s"] = await consume(f"127.0.0.1:{port}", n_batched)
-        used = cpu_seconds(bare.pid) - cpu_before
-        results["grpc_ceiling_consume_cpu_us_per_msg"] = used / n_batched * 1e6
+        results |= await consume_figures(f"127.0.0.1:{port}", bare.pid, n_batched, "grpc_ceiling_")
 
     metrics_port = free_port()
     with our_broker("async", metrics_port) as (target, pid):
         results |= await cpu_per_call_figures(target, pid, "")
         results["produce_batched_msgs_per_s"] = await produce(target, n_batched, 64, 8)
         results["produce_single_msgs_per_s"] = await produce(target, n_single, 1, 16)
-        cpu_before = cpu_seconds(pid)
-        results["consume_msgs_per_s"] = await consume(target, n_batched)
-        results["consume_cpu_us_per_msg"] = (cpu_seconds(pid) - cpu_before) / n_batched * 1e6
+        results |= await consume_figures(target, pid, n_batched, "")
         # The wake-up path at a rate one broker sustains with single-message sends, then the target.
         low, low_send = await e2e_latency(target, rate=300, seconds=2)
         results["e2e_p99_ms_at_300_msgs_per_s"] = low
