@@ -17,6 +17,10 @@ Figures (``--json PATH`` writes them):
                                  receipts: far apart, the consumers fell further behind as it ran
 - e2e_broker_cpu / e2e_client_cpu   cores busy in the e2e_p99_ms run (broker / this process), from
                                  the first send to the last receipt: near 1.0 each, nothing is idle
+- e2e_receive_batch / _first_ms / _stream_ms   in that run, per receive that returned messages: the
+                                 mean count, and the medians from the call to its first message and
+                                 from its first message to its last (each streamed message is one
+                                 completion through both event loops)
 - grpc_ceiling_msgs_per_s / grpc_ceiling_single_msgs_per_s   the bare server, same requests
 - (grpc_ceiling_)cpu_us_per_call_at_R  server CPU per single-message SendMessage paced at R calls/s
                                  (our broker / the bare server): what each call of the e2e runs costs
@@ -48,6 +52,7 @@ import platform
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -314,16 +319,21 @@ async def e2e_latency(
     cpu: dict[str, float] | None = None,
     pid: int | None = None,
     drift: dict[str, float] | None = None,
+    receives: dict[str, float] | None = None,
 ) -> tuple[float, float]:
     """p99 of send -> receipt in ms, with consumers long-polling while a paced producer sends; and
     p99 of send -> SendMessage answer (when the two are close, the sends queue, not the delivery).
     With ``batch_delay_ms`` the producer is the SDK's ``AsyncProducer`` with batching. ``cpu`` gets
     the cores busy from the first send to the last receipt: ``broker`` (process ``pid``) and
     ``client`` (this process: producer and consumers). ``drift`` gets the p99 of the first and of
-    the last fifth of the receipts (``first``, ``last``): far apart, the consumers fell behind."""
+    the last fifth of the receipts (``first``, ``last``): far apart, the consumers fell behind.
+    ``receives`` gets, over the receives that returned messages, the mean batch (``batch``) and the
+    medians in ms from the call to its first message (``first_ms``) and from its first message to
+    its last (``stream_ms``, receives of 2 or more): where a receive's time goes."""
     total = int(rate * seconds)
     latencies: list[float] = []
     sent: list[float] = []
+    shapes: list[tuple[int, float, float]] = []  # per receive with messages: count, to first, to last
     async with stub(target) as s:
         # Skip the backlog of earlier phases: a new group starts at the first stored message, so
         # without this the consumers drain every earlier message before the first timed one.
@@ -351,9 +361,12 @@ async def e2e_latency(
                 request.invisible_duration.FromSeconds(60)
                 request.long_polling_timeout.FromSeconds(1)
                 entries = []
+                called = first = last = time.monotonic_ns()
                 async for frame in s.ReceiveMessage(request, timeout=5):
                     if frame.WhichOneof("content") == "message":
-                        now = time.monotonic_ns()
+                        now = last = time.monotonic_ns()
+                        if not entries:
+                            first = now
                         m = frame.message
                         if "t0" in m.user_properties:
                             latencies.append((now - int(m.user_properties["t0"])) / 1e6)
@@ -364,6 +377,7 @@ async def e2e_latency(
                             )
                         )
                 if entries:
+                    shapes.append((len(entries), (first - called) / 1e6, (last - first) / 1e6))
                     await s.AckMessage(
                         svc.AckMessageRequest(
                             group=pb.Resource(name=GROUP + "-e2e"),
@@ -421,6 +435,11 @@ async def e2e_latency(
             cpu["client"] = (time.process_time() - cpu_start[1]) / elapsed
         done.set()
         await asyncio.gather(*consumers, return_exceptions=True)
+    if receives is not None and shapes:
+        receives["batch"] = sum(n for n, _, _ in shapes) / len(shapes)
+        receives["first_ms"] = statistics.median(f for _, f, _ in shapes)
+        streamed = [t for n, _, t in shapes if n >= 2]
+        receives["stream_ms"] = statistics.median(streamed) if streamed else 0.0
     if drift is not None:
         fifth = max(len(latencies) // 5, 1)
         drift["first"], drift["last"] = p99(latencies[:fifth]), p99(latencies[-fifth:])
@@ -490,13 +509,23 @@ async def run(quick: bool) -> dict[str, Any]:
         results["e2e_send_p99_ms_at_300_msgs_per_s"] = low_send
         cpu: dict[str, float] = {}
         drift: dict[str, float] = {}
+        shape: dict[str, float] = {}
         high, high_send = await e2e_latency(
-            target, rate=5000, seconds=2 if quick else 10, batch_delay_ms=1.0, cpu=cpu, pid=pid, drift=drift
+            target,
+            rate=5000,
+            seconds=2 if quick else 10,
+            batch_delay_ms=1.0,
+            cpu=cpu,
+            pid=pid,
+            drift=drift,
+            receives=shape,
         )
         results["e2e_p99_ms"] = high
         results["e2e_send_p99_ms"] = high_send
         results["e2e_p99_ms_first_fifth"], results["e2e_p99_ms_last_fifth"] = drift["first"], drift["last"]
         results["e2e_broker_cpu"], results["e2e_client_cpu"] = cpu["broker"], cpu["client"]
+        for key, value in shape.items():
+            results[f"e2e_receive_{key}"] = value
         single, single_send = await e2e_latency(target, rate=5000, seconds=2 if quick else 10)
         results["e2e_single_p99_ms"] = single
         results["e2e_single_send_p99_ms"] = single_send
