@@ -1043,6 +1043,103 @@ static PyObject *advance_queue_offsets(PyObject *module, PyObject *const *args, 
     Py_RETURN_NONE;
 }
 
+/* IndexFile.put_keys' loop (index_file.py documents the layout): for each (key, physical offset) of
+ * items[start:end], the entry at entries_at + number * 20 and the head of its hash slot, as the
+ * Python loop writes them. Returns (number, slots, last physical offset); the caller writes the
+ * header. Compiled because it runs for every key of every stored message (and every trace record). */
+#define INDEX_SLOTS_AT 40
+#define INDEX_ENTRY_SIZE 20
+
+static uint32_t key_crc(PyObject *key, int *failed)
+{
+    Py_ssize_t len;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(key, &len);
+    if (utf8 == NULL) {
+        *failed = 1;
+        return 0;
+    }
+    if (S.crc32_native != NULL && len <= UINT32_MAX)
+        return S.crc32_native(0, (const unsigned char *)utf8, (uint32_t)len);
+    PyObject *raw = PyBytes_FromStringAndSize(utf8, len);
+    if (raw == NULL) {
+        *failed = 1;
+        return 0;
+    }
+    uint32_t crc = crc32_of(raw, failed);
+    Py_DECREF(raw);
+    return crc;
+}
+
+static PyObject *index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 10 || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "index_put_keys(mm, items: list, start, end, slot_num, entries_at, "
+                                         "number, slots, diff, physical_offset)");
+        return NULL;
+    }
+    long long v[8];
+    for (int i = 0; i < 8; i++) {
+        v[i] = PyLong_AsLongLong(args[2 + i]);
+        if (v[i] == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    long long start = v[0], end = v[1], slot_num = v[2], entries_at = v[3], number = v[4], slots = v[5];
+    long long diff = v[6], physical_offset = v[7];
+    PyObject *items = args[1];
+    if (start < 0 || end > PyList_GET_SIZE(items) || slot_num <= 0 || number <= 0 || diff < 0 ||
+        diff > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "index_put_keys: arguments out of range");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0)
+        return NULL;
+    unsigned char *base = view.buf;
+    long long size = view.len;
+    if (INDEX_SLOTS_AT + slot_num * 4 > size) {
+        PyErr_SetString(PyExc_ValueError, "index_put_keys: the hash slots run past the file");
+        goto fail;
+    }
+    for (long long i = start; i < end; i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(item, 0))) {
+            PyErr_SetString(PyExc_TypeError, "index_put_keys: items are (key: str, physical offset: int)");
+            goto fail;
+        }
+        physical_offset = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 1));
+        if (physical_offset == -1 && PyErr_Occurred())
+            goto fail;
+        int failed = 0;
+        uint32_t h = key_crc(PyTuple_GET_ITEM(item, 0), &failed) & 0x7FFFFFFFu;
+        if (failed)
+            goto fail;
+        long long slot_pos = INDEX_SLOTS_AT + (long long)(h % (uint64_t)slot_num) * 4;
+        long long entry_pos = entries_at + number * INDEX_ENTRY_SIZE;
+        if (entry_pos < 0 || entry_pos + INDEX_ENTRY_SIZE > size || number > INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "index_put_keys: an entry runs past the file");
+            goto fail;
+        }
+        const unsigned char *s = base + slot_pos;
+        int32_t head = (int32_t)(((uint32_t)s[0] << 24) | ((uint32_t)s[1] << 16) | ((uint32_t)s[2] << 8) | s[3]);
+        if (head <= 0 || head >= number) {
+            head = 0;
+            slots++;
+        }
+        unsigned char *e = base + entry_pos;
+        put32(e, h);
+        put64(e + 4, (uint64_t)physical_offset);
+        put32(e + 12, (uint32_t)diff);
+        put32(e + 16, (uint32_t)head);
+        put32(base + slot_pos, (uint32_t)number);
+        number++;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(LLL)", number, slots, physical_offset);
+fail:
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 static int intern_queue_names(void)
 {
     if (s_max_offset != NULL)
@@ -1076,6 +1173,9 @@ static PyMethodDef methods[] = {
      "its ConsumeQueue, through put(key, first, entries) when not the usual case."},
     {"advance_queue_offsets", (PyCFunction)(void (*)(void))advance_queue_offsets, METH_FASTCALL,
      "advance_queue_offsets(queue_runs, offsets): offsets[key] = first + entries, per run."},
+    {"index_put_keys", (PyCFunction)(void (*)(void))index_put_keys, METH_FASTCALL,
+     "index_put_keys(mm, items, start, end, slot_num, entries_at, number, slots, diff, physical_offset) "
+     "-> (number, slots, last physical offset); IndexFile.put_keys' loop."},
     {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL,
      "encode_batch(msgs, start, physical_offset, space, store_timestamp, store_host, queue_offsets, "
      "max_message_size, msg_id_prefix) -> BatchEncoding; see record.encode_batch."},

@@ -27,9 +27,10 @@ import struct
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from dataplane.store.mapped_file import MappedFile
+from dataplane.store.record import compiled_index_put_keys
 
 __all__ = ("INDEX_ENTRY", "INDEX_HEADER", "IndexFile", "key_hash")
 
@@ -130,25 +131,23 @@ class IndexFile:
             self.sealed = True
             return 0
         mm = self.file.mm
-        slot_num, entries_at = self.slot_num, self._entries_at
-        unpack_slot, pack_slot, pack_entry = _SLOT.unpack_from, _SLOT.pack_into, INDEX_ENTRY.pack_into
-        crc32 = zlib.crc32
         number, slots = self.index_count, self.hash_slot_count
         end = min(len(items), start + self.max_num + 1 - number)
-        physical_offset = self.end_phy_offset
-        for i in range(start, end):
-            key, physical_offset = items[i]
-            # key_hash, inlined (this runs for every key of every message); select() finds nothing
-            # if the two ever differ, which the index tests would catch
-            h = crc32(key.encode()) & 0x7FFFFFFF
-            slot_pos = _SLOTS_AT + (h % slot_num) * _SLOT_SIZE
-            (head,) = unpack_slot(mm, slot_pos)
-            if head <= 0 or head >= number:
-                head = 0
-                slots += 1
-            pack_entry(mm, entries_at + number * _ENTRY_SIZE, h, physical_offset, diff, head)
-            pack_slot(mm, slot_pos, number)
-            number += 1
+        if compiled_index_put_keys is not None:  # the same loop in C (tests/unit/store/test_index.py)
+            number, slots, physical_offset = compiled_index_put_keys(
+                mm,
+                items if type(items) is list else list(items),
+                start,
+                end,
+                self.slot_num,
+                self._entries_at,
+                number,
+                slots,
+                diff,
+                self.end_phy_offset,
+            )
+        else:
+            number, slots, physical_offset = self._put_keys_python(mm, items, start, end, number, slots, diff)
         self.hash_slot_count = slots
         self.end_timestamp = store_timestamp
         self.end_phy_offset = physical_offset
@@ -164,6 +163,36 @@ class IndexFile:
         )
         self.index_count = number
         return end - start
+
+    def _put_keys_python(
+        self,
+        mm: Any,
+        items: Sequence[tuple[str, int]],
+        start: int,
+        end: int,
+        number: int,
+        slots: int,
+        diff: int,
+    ) -> tuple[int, int, int]:
+        """The loop of :meth:`put_keys`: (next entry number, slots in use, last physical offset)."""
+        slot_num, entries_at = self.slot_num, self._entries_at
+        unpack_slot, pack_slot, pack_entry = _SLOT.unpack_from, _SLOT.pack_into, INDEX_ENTRY.pack_into
+        crc32 = zlib.crc32
+        physical_offset = self.end_phy_offset
+        for i in range(start, end):
+            key, physical_offset = items[i]
+            # key_hash, inlined (this runs for every key of every message); select() finds nothing
+            # if the two ever differ, which the index tests would catch
+            h = crc32(key.encode()) & 0x7FFFFFFF
+            slot_pos = _SLOTS_AT + (h % slot_num) * _SLOT_SIZE
+            (head,) = unpack_slot(mm, slot_pos)
+            if head <= 0 or head >= number:
+                head = 0
+                slots += 1
+            pack_entry(mm, entries_at + number * _ENTRY_SIZE, h, physical_offset, diff, head)
+            pack_slot(mm, slot_pos, number)
+            number += 1
+        return number, slots, physical_offset
 
     def select(self, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
         """Candidate physical offsets for ``key`` stored within [begin_ms, end_ms], newest first."""

@@ -409,6 +409,10 @@ compiled_write_queue_runs: (
 compiled_advance_queue_offsets: Callable[[QueueRuns, dict[tuple[str, int], int]], None] | None = (
     None if _codec is None else _codec.advance_queue_offsets
 )
+# IndexFile.put_keys' loop, compiled (index_file.py keeps the Python form); None when not built.
+compiled_index_put_keys: Callable[..., tuple[int, int, int]] | None = (
+    None if _codec is None else _codec.index_put_keys
+)
 # "compiled" or "python": which encoder appends (tests/unit/store/test_record.py checks it)
 ENCODER: Final = "python" if compiled_encode_batch is None else "compiled"
 encode_batch: Callable[..., BatchEncoding] = compiled_encode_batch or python_encode_batch

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from unittest.mock import patch
+
+import pytest
 
 from dataplane.store.index_file import IndexFile
+from dataplane.store.record import compiled_index_put_keys
 from tests.unit.store.conftest import StoreFactory, msg
 
 
@@ -84,3 +88,49 @@ def test_a_batch_of_keys_writes_the_header_a_reopened_file_reads(tmp_path: Path)
         assert reopened.select("b", 10, 0, 10_000) == [20]
     finally:
         reopened.close()
+
+
+def _written(path: Path, batches: list[tuple[list[tuple[str, int]], int]], compiled: bool) -> bytes:
+    """The bytes of an index file after ``put_keys`` of each (items, start), one form of the loop."""
+    path.parent.mkdir()
+    f = IndexFile(path, 64, 330)
+    try:
+        for items, start in batches:
+            if compiled:
+                f.put_keys(items, start, 5_000)
+            else:
+                with patch("dataplane.store.index_file.compiled_index_put_keys", None):
+                    f.put_keys(items, start, 5_000)
+        f.file.msync()
+        return path.read_bytes()
+    finally:
+        f.close()
+
+
+def test_the_compiled_loop_writes_what_the_python_loop_writes(tmp_path: Path) -> None:
+    assert compiled_index_put_keys is not None, "the C extension is not built: run scripts/build_ext.py"
+    # many keys on 64 slots (chains), non-ASCII keys, a start inside a batch, the file filling up
+    keys = [f"topic#key-{i}" for i in range(300)] + ["#ÿ-ünïcode-€", "t#日本語", "#" + "x" * 300]
+    items = [(key, 1_000 + 40 * i) for i, key in enumerate(keys)]
+    batches = [(items[:120], 0), (items, 120), (items[250:], 3), (items, 290)]
+    name = f"{1_000:020d}"
+    expected = _written(tmp_path / "python" / name, batches, compiled=False)
+    assert _written(tmp_path / "compiled" / name, batches, compiled=True) == expected
+    reopened = IndexFile(tmp_path / "compiled" / name, 64, 330)
+    try:
+        assert reopened.is_full  # 366 keys offered, 330 taken
+        assert set(reopened.select("t#日本語", 10, 0, 10_000)) == {1_000 + 40 * keys.index("t#日本語")}
+        assert reopened.select("topic#key-7", 10, 0, 10_000) == [1_000 + 40 * 7]
+    finally:
+        reopened.close()
+
+
+def test_the_compiled_loop_refuses_bad_items(tmp_path: Path) -> None:
+    f = IndexFile(tmp_path / f"{0:020d}", 4, 20)
+    try:
+        with pytest.raises(TypeError, match="items are"):
+            f.put_keys([("a", 1), (b"b", 2)], 0, 1_000)  # type: ignore[list-item]
+        assert f.index_count == 1  # the header was not moved: nothing is visible
+        assert f.select("a", 10, 0, 10_000) == []
+    finally:
+        f.close()
