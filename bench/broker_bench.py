@@ -32,6 +32,8 @@ Figures (``--json PATH`` writes them):
 - broker_gc_pauses / _full_collections / _pauses_over_10ms / _over_25ms / _pause_ms_total / _frozen_objects
                                  the broker's garbage-collector pauses over the ASYNC_FLUSH phases
                                  (``MQ_BROKER_GC_FREEZE=false`` in the environment: without the freeze)
+- broker_loop_lags_over_10ms / _over_100ms   over the same phases, how often the broker's event
+                                 loop woke its 50 ms probe more than 10 / 100 ms late
 
 ``--loop`` names the servers' event loop (``uvloop`` unless told): the broker's
 (``MQ_BROKER_EVENT_LOOP``) and the bare server's, so the ceiling is the same stack; ``--loop
@@ -475,6 +477,26 @@ def gc_figures(metrics_port: int) -> dict[str, float]:
     }
 
 
+def loop_lag_figures(metrics_port: int) -> dict[str, float]:
+    """How often the broker's event loop ran late so far (``mq_event_loop_lag_seconds``, probed every
+    50 ms; dataplane/loop_lag.py): wake-ups more than 10 ms and more than 100 ms late."""
+    text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text
+    count = 0.0
+    within = {"0.01": 0.0, "0.1": 0.0}
+    for family in text_string_to_metric_families(text):
+        if family.name != "mq_event_loop_lag_seconds":
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_count"):
+                count = sample.value
+            elif sample.name.endswith("_bucket") and sample.labels["le"] in within:
+                within[sample.labels["le"]] = sample.value
+    return {
+        "broker_loop_lags_over_10ms": count - within["0.01"],
+        "broker_loop_lags_over_100ms": count - within["0.1"],
+    }
+
+
 async def run_calls_only() -> dict[str, Any]:
     """Only the CPU-per-call phases, bare server and ours (``--calls-only``: quick A/B of the call path)."""
     port = free_port()
@@ -530,6 +552,7 @@ async def run(quick: bool) -> dict[str, Any]:
         results["e2e_single_p99_ms"] = single
         results["e2e_single_send_p99_ms"] = single_send
         results |= gc_figures(metrics_port)
+        results |= loop_lag_figures(metrics_port)
     with our_broker("sync") as (target, _):
         results["produce_sync_flush_msgs_per_s"] = await produce(target, n_batched // 2, 64, 8)
 

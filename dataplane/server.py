@@ -19,6 +19,7 @@ from dataplane.config import BrokerSettings
 from dataplane.guard import Guard
 from dataplane.heap import freeze_startup_heap, watch_gc_pauses
 from dataplane.interceptors import AdminAuthInterceptor, MessagingInterceptor
+from dataplane.loop_lag import LoopLagProbe
 from dataplane.services import BrokerAdminServicer, MessagingServicer
 from dataplane.services.cluster import ClusterAdminServicer
 from dataplane.services.messages_admin import MessageAdminServicer
@@ -94,6 +95,7 @@ class BrokerServer:
         )
         self.port = 0
         self._profile: _Profile | None = None
+        self.loop_lag = LoopLagProbe()
 
     async def start(self) -> None:
         if os.environ.get(PROFILE_ENV):
@@ -102,6 +104,7 @@ class BrokerServer:
         if self.broker.ha is not None:
             await self.broker.ha.start()
         self.guard.start()
+        self.loop_lag.start()
         self.port = _add_port(self.server, self.settings)
         if self.port == 0:
             raise OSError(f"cannot listen on {self.settings.listen}")
@@ -112,6 +115,7 @@ class BrokerServer:
         # A stop that overruns every bound below writes each thread's stack to stderr (the log).
         faulthandler.dump_traceback_later(grace + 3 * STOP_STEP_S + 5, exit=False)
         try:
+            await self.loop_lag.stop()
             self.broker.begin_shutdown()
             await _bounded("the gRPC server", self.server.stop(grace), grace + STOP_STEP_S)
             if self.broker.ha is not None:
