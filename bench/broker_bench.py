@@ -448,52 +448,34 @@ async def e2e_latency(
     return p99(latencies), p99(sent)
 
 
-def gc_figures(metrics_port: int) -> dict[str, float]:
-    """The broker's garbage-collector pauses so far (``mq_gc_pause_seconds``, dataplane/heap.py) and
-    the start-up objects it froze (``mq_gc_frozen_objects``)."""
+def _over(samples: list[Any], count: float, bound: str) -> float:
+    """How many of a histogram's ``count`` observations were above bucket ``bound`` (cumulative)."""
+    return count - sum(x.value for x in samples if x.name.endswith("_bucket") and x.labels["le"] == bound)
+
+
+def broker_metric_figures(metrics_port: int) -> dict[str, float]:
+    """From one read of the broker's /metrics: its garbage-collector pauses so far
+    (``mq_gc_pause_seconds``, dataplane/heap.py), the start-up objects it froze
+    (``mq_gc_frozen_objects``) and how often its event loop ran late (``mq_event_loop_lag_seconds``,
+    probed every 50 ms, dataplane/loop_lag.py)."""
     text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text
-    count = total = full = frozen = 0.0
-    within = {"0.01": 0.0, "0.025": 0.0}  # pauses at most 10 ms / 25 ms (cumulative buckets)
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if family.name == "mq_gc_frozen_objects":
-                frozen = sample.value
-            elif family.name != "mq_gc_pause_seconds":
-                continue
-            elif sample.name.endswith("_count"):
-                count += sample.value
-                full += sample.value if sample.labels["generation"] == "2" else 0
-            elif sample.name.endswith("_sum"):
-                total += sample.value
-            elif sample.name.endswith("_bucket") and sample.labels["le"] in within:
-                within[sample.labels["le"]] += sample.value
+    families = {family.name: family.samples for family in text_string_to_metric_families(text)}
+    frozen = sum(x.value for x in families.get("mq_gc_frozen_objects", []))
+    pauses = families.get("mq_gc_pause_seconds", [])
+    count = sum(x.value for x in pauses if x.name.endswith("_count"))
+    full = sum(x.value for x in pauses if x.name.endswith("_count") and x.labels["generation"] == "2")
+    total = sum(x.value for x in pauses if x.name.endswith("_sum"))
+    lags = families.get("mq_event_loop_lag_seconds", [])
+    probes = sum(x.value for x in lags if x.name.endswith("_count"))
     return {
         "broker_gc_frozen_objects": frozen,
         "broker_gc_pauses": count,
         "broker_gc_full_collections": full,
-        "broker_gc_pauses_over_10ms": count - within["0.01"],
-        "broker_gc_pauses_over_25ms": count - within["0.025"],
+        "broker_gc_pauses_over_10ms": _over(pauses, count, "0.01"),
+        "broker_gc_pauses_over_25ms": _over(pauses, count, "0.025"),
         "broker_gc_pause_ms_total": total * 1000,
-    }
-
-
-def loop_lag_figures(metrics_port: int) -> dict[str, float]:
-    """How often the broker's event loop ran late so far (``mq_event_loop_lag_seconds``, probed every
-    50 ms; dataplane/loop_lag.py): wake-ups more than 10 ms and more than 100 ms late."""
-    text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text
-    count = 0.0
-    within = {"0.01": 0.0, "0.1": 0.0}
-    for family in text_string_to_metric_families(text):
-        if family.name != "mq_event_loop_lag_seconds":
-            continue
-        for sample in family.samples:
-            if sample.name.endswith("_count"):
-                count = sample.value
-            elif sample.name.endswith("_bucket") and sample.labels["le"] in within:
-                within[sample.labels["le"]] = sample.value
-    return {
-        "broker_loop_lags_over_10ms": count - within["0.01"],
-        "broker_loop_lags_over_100ms": count - within["0.1"],
+        "broker_loop_lags_over_10ms": _over(lags, probes, "0.01"),
+        "broker_loop_lags_over_100ms": _over(lags, probes, "0.1"),
     }
 
 
@@ -551,8 +533,7 @@ async def run(quick: bool) -> dict[str, Any]:
         single, single_send = await e2e_latency(target, rate=5000, seconds=2 if quick else 10)
         results["e2e_single_p99_ms"] = single
         results["e2e_single_send_p99_ms"] = single_send
-        results |= gc_figures(metrics_port)
-        results |= loop_lag_figures(metrics_port)
+        results |= broker_metric_figures(metrics_port)
     with our_broker("sync") as (target, _):
         results["produce_sync_flush_msgs_per_s"] = await produce(target, n_batched // 2, 64, 8)
 
