@@ -2,25 +2,26 @@
 
 A broker node runs in this process (its gRPC server on loopback) so the test can count the hinted
 writes: grpc's own ``_send_message`` is wrapped, not replaced, and every answer is checked whole.
+The clients are the blocking ones of the other broker tests, run off the node's event loop.
 Without ``buffered=`` in ``dataplane/server.py`` the count stays at zero.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 
 from dataplane import buffered_stream
 from dataplane.config import BrokerSettings
 from dataplane.server import BrokerServer
-from mqcloud.admin.v1 import admin_pb2, admin_pb2_grpc
+from mqcloud.admin_client import BrokerAdminClient
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
-from mqcloud.apache.rocketmq.v2 import service_pb2_grpc as svc_grpc
+from tests.integration.broker.conftest import V2
 
 pytestmark = pytest.mark.integration
 
@@ -39,14 +40,13 @@ async def node(tmp_path: Path) -> AsyncIterator[str]:
     server = BrokerServer(settings)
     await server.start()
     target = f"127.0.0.1:{server.port}"
-    async with grpc.aio.insecure_channel(target) as channel:
-        admin = admin_pb2_grpc.BrokerAdminStub(channel)
-        await admin.CreateTopic(
-            admin_pb2.CreateTopicRequest(
-                topic=admin_pb2.Topic(name=TOPIC, queue_count=1, message_type=admin_pb2.NORMAL)
-            )
-        )
-        await admin.CreateGroup(admin_pb2.CreateGroupRequest(group=admin_pb2.Group(name=GROUP)))
+
+    def create() -> None:
+        with BrokerAdminClient(target) as admin:
+            admin.create_topic(TOPIC, queue_count=1)
+            admin.create_group(GROUP)
+
+    await asyncio.to_thread(create)
     try:
         yield target
     finally:
@@ -67,52 +67,34 @@ def hinted(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     return sent
 
 
-def _message(i: int) -> pb.Message:
-    return pb.Message(
-        topic=pb.Resource(name=TOPIC),
-        body=f"body-{i}".encode() * 100,
-        system_properties=pb.SystemProperties(
-            message_id=f"ID{i:030d}", tag="t", message_type=pb.NORMAL, body_encoding=pb.IDENTITY
-        ),
-    )
-
-
 async def test_receive_and_pull_answers_are_hinted(node: str, hinted: list[bytes]) -> None:
-    async with grpc.aio.insecure_channel(node) as channel:
-        stub = svc_grpc.MessagingServiceStub(channel)
-        sent = await stub.SendMessage(svc.SendMessageRequest(messages=[_message(i) for i in range(5)]))
-        assert sent.status.code == pb.Code.OK
+    v2 = V2(node)
+    try:
+        bodies = [f"body-{i}".encode() * 100 for i in range(5)]
+        for body in bodies:
+            assert (await asyncio.to_thread(v2.send, TOPIC, body)).status.code == pb.Code.OK
 
-        request = svc.ReceiveMessageRequest(
-            group=pb.Resource(name=GROUP),
-            message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC), id=-1),
-            filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
-            batch_size=32,
-            auto_renew=False,
-        )
-        request.invisible_duration.FromSeconds(30)
-        request.long_polling_timeout.FromSeconds(1)
-        frames = [frame async for frame in stub.ReceiveMessage(request, timeout=10)]
+        frames = await asyncio.to_thread(v2.receive, GROUP, TOPIC, batch=32)
         kinds = [frame.WhichOneof("content") for frame in frames]
         assert kinds == ["status"] + ["message"] * 5 + ["delivery_timestamp"]
         assert frames[0].status.code == pb.Code.OK
-        assert [f.message.body for f in frames[1:6]] == [f"body-{i}".encode() * 100 for i in range(5)]
+        assert [f.message.body for f in frames[1:6]] == bodies
         # the status goes out with the headers; the messages and the timestamp are hinted
-        assert len(hinted) == 6
         assert [svc.ReceiveMessageResponse.FromString(raw) for raw in hinted] == frames[1:]
 
         hinted.clear()
         pull = svc.PullMessageRequest(
-            group=pb.Resource(name=GROUP),
-            message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC), id=0),
+            group=v2.res(GROUP),
+            message_queue=pb.MessageQueue(topic=v2.res(TOPIC), id=0),
             offset=0,
             batch_size=5,
             filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
         )
         pull.long_polling_timeout.FromSeconds(1)
-        pulled = [frame async for frame in stub.PullMessage(pull, timeout=10)]
-        assert [frame.WhichOneof("content") for frame in pulled] == ["status"] + ["message"] * 5 + [
-            "next_offset"
-        ]
+        pulled = await asyncio.to_thread(lambda: list(v2.stub.PullMessage(pull, metadata=v2.md, timeout=10)))
+        kinds = [frame.WhichOneof("content") for frame in pulled]
+        assert kinds == ["status"] + ["message"] * 5 + ["next_offset"]
         assert pulled[-1].next_offset == 5
-        assert len(hinted) == 6
+        assert [svc.PullMessageResponse.FromString(raw) for raw in hinted] == pulled[1:]
+    finally:
+        v2.close()
