@@ -126,18 +126,32 @@ class Cluster:
 #
 
 
+def port_range() -> tuple[int, int]:
+    """Where :func:`free_port` draws from: ``MQCLOUD_PORT_RANGE`` ("LOW-HIGH"), else 10000-32000,
+    below the ephemeral range. A test runner gives each of its workers a slice of its own."""
+    text = os.environ.get("MQCLOUD_PORT_RANGE", "10000-32000")
+    try:
+        low, high = (int(part) for part in text.split("-"))
+    except ValueError:
+        raise SystemExit(f"MQCLOUD_PORT_RANGE: expected LOW-HIGH, found {text!r}") from None
+    if not 1024 <= low <= high <= 65535:
+        raise SystemExit(f"MQCLOUD_PORT_RANGE: {text!r} is not a range within 1024-65535")
+    return low, high
+
+
 def free_port() -> int:
     """A free port below the ephemeral range, so no outgoing connection takes it before a node that
     restarts on it binds again."""
+    low, high = port_range()
     for _ in range(1000):
-        port = random.randint(10000, 32000)
+        port = random.randint(low, high)
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
         return port
-    raise RuntimeError("no free port in 10000-32000")
+    raise RuntimeError(f"no free port in {low}-{high}")
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:

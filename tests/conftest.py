@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ("ManualClock", "Race", "free_port", "reader_racing")
+__all__ = ("ManualClock", "Race", "free_port", "reader_racing", "worker_port_range")
 
 
 _handed_out: set[int] = set()
@@ -28,18 +28,25 @@ def _ephemeral_low() -> int:
         return 32768
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free now and stays out of the kernel's way.
+def worker_port_range() -> tuple[int, int]:
+    """This pytest worker's slice of the ports below the ephemeral range (inclusive bounds).
 
     Ports come from below the ephemeral range: a port the kernel hands out for bind(0) is one it
     also gives to outgoing connections, so a process spawned a moment later (or restarted on the same
-    port after a kill) could find it taken. Each pytest worker draws from its own slice.
+    port after a kill) could find it taken. Each pytest worker has a slice of its own, and a script
+    a test runs that picks ports itself is handed the slice too (``MQCLOUD_PORT_RANGE``), so it
+    cannot take a port another worker has just checked and given to a process still starting.
     """
     low, high = 10000, _ephemeral_low() - 1
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
     slot = int(worker) if worker.isdigit() else 0
     width = max((high - low) // 8, 100)
-    low, high = low + (slot % 8) * width, low + (slot % 8 + 1) * width - 1
+    return low + (slot % 8) * width, low + (slot % 8 + 1) * width - 1
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now, from this worker's slice (:func:`worker_port_range`)."""
+    low, high = worker_port_range()
     for _ in range(1000):
         port = random.randint(low, high)
         if port in _handed_out:

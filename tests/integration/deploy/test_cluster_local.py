@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from mqcloud import ClientConfig, Credentials, Message, Producer, SimpleConsumer
+from tests.conftest import worker_port_range
 
 REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / "scripts" / "cluster_local.py"
@@ -44,6 +45,8 @@ def cluster_processes(state_dir: Path) -> list[int]:
 def run_script(action: str, state_dir: Path, timeout: float) -> subprocess.CompletedProcess[str]:
     # The cluster brings its own PostgreSQL and Redis: nothing from the test run leaks in.
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    # its nodes take ports from this worker's slice, not from the ones other workers hand out
+    env["MQCLOUD_PORT_RANGE"] = "{}-{}".format(*worker_port_range())
     return subprocess.run(
         [sys.executable, str(SCRIPT), action, "--state-dir", str(state_dir)],
         cwd=REPO,
@@ -88,6 +91,15 @@ def test_cluster_up_serves_a_tenant_through_both_groups_and_down_leaves_nothing(
     groups = state["broker_groups"]
     assert isinstance(groups, dict) and len(groups) == 2
     assert all(len(nodes) == 3 for nodes in groups.values())
+    # the nodes' ports come from this worker's slice (no race with ports other workers hand out)
+    low, high = worker_port_range()
+    ports = [
+        int(str(node[key]).rpartition(":")[2])
+        for nodes in groups.values()
+        for node in nodes
+        for key in ("endpoint", "metrics")
+    ]
+    assert all(low <= port <= high for port in ports), (ports, low, high)
     # given: every part runs as its own process, found by the marker the script sets
     names = {p.name.split("-", 1)[1].removesuffix(".pid") for p in (state_dir / "pids").glob("*.pid")}
     assert {"postgres", "redis", "s3", "control-plane", "celery-worker", "celery-beat"} <= names
