@@ -108,7 +108,7 @@ class QueuePosition:
         )
 
 
-# Nonces only need to differ between deliveries of one message (handles are HMAC-signed, so they
+# Nonces only need to differ between deliveries of one message (handles are signed, so they
 # need not be unguessable): a PRNG seeded from os.urandom, no syscall per delivery.
 _rng = random.Random()
 

@@ -1,8 +1,17 @@
 """Receipt handles: opaque, unforgeable references to one in-flight delivery.
 
-Layout before signing (``|``-separated, ASCII): version ``1``, queue id, queue offset, delivery
-nonce (hex), invisible-until (ms), group, topic. The handle is
-``base64url(payload) + "." + base64url(HMAC-SHA256(secret, payload)[:16])``.
+Layout before signing (``|``-separated): version, queue id, queue offset, delivery nonce (hex),
+invisible-until (ms), group, topic. The handle is ``base64url(payload) + "." + base64url(tag)``, where
+the version in the payload names the 16-byte tag:
+
+- ``2`` (issued now): keyed BLAKE2b, ``blake2b(payload, key=secret, digest_size=16)``. A handle is
+  signed on every delivery and verified on every ack; HMAC-SHA256 cost ~4.5 us each way in CPython,
+  keyed BLAKE2b ~0.5 us (it is a MAC by design, no HMAC construction around it).
+- ``1`` (issued by earlier brokers): ``HMAC-SHA256(secret, payload)[:16]``. Still verified, so the
+  handles in flight when a broker is upgraded can be acked; it may go once no broker issues it.
+
+The version is inside the signed payload, so a tag is only ever checked with the algorithm its own
+version names: a v1 tag never verifies a v2 payload, nor the other way round.
 
 The signature makes handles unforgeable; the nonce makes them single-use: the broker keeps the
 current nonce per in-flight message, and ChangeInvisibleDuration or an ack retires it, so an older
@@ -13,6 +22,7 @@ from __future__ import annotations
 
 import binascii
 import dataclasses
+import hashlib
 import hmac
 import os
 import secrets
@@ -22,8 +32,10 @@ from dataplane.errors import InvalidReceiptHandle
 
 __all__ = ("ReceiptCodec", "ReceiptHandle", "load_or_create_secret")
 
-_VERSION = "1"
+_VERSION = "2"
+_VERSIONS = ("1", "2")  # verified; only _VERSION is issued
 _MAX_HANDLE = 2048
+_TAG = 16
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -57,9 +69,17 @@ class ReceiptCodec:
         if len(secret) < 16:
             raise ValueError("receipt secret must be at least 16 bytes")
         self._secret = secret
+        # BLAKE2b takes keys of up to 64 bytes; a longer secret is hashed down to one
+        key = secret if len(secret) <= 64 else hashlib.blake2b(secret).digest()
+        self._mac = hashlib.blake2b(key=key, digest_size=_TAG)  # copied per use: the key is set up once
 
     def _sign(self, payload: bytes) -> bytes:
-        return hmac.digest(self._secret, payload, "sha256")[:16]
+        """The tag of ``payload``, by the algorithm its version names (see the module docstring)."""
+        if payload[:2] == b"1|":
+            return hmac.digest(self._secret, payload, "sha256")[:_TAG]
+        mac = self._mac.copy()
+        mac.update(payload)
+        return mac.digest()
 
     def encode(self, handle: ReceiptHandle) -> str:
         h = handle
@@ -71,7 +91,9 @@ class ReceiptCodec:
         """:meth:`encode` of the handle with these fields, without building it (the receive path)."""
         until = int(invisible_until_ms)
         data = f"{_VERSION}|{int(queue_id)}|{int(offset)}|{nonce}|{until}|{group}|{topic}".encode()
-        return f"{_b64(data)}.{_b64(hmac.digest(self._secret, data, 'sha256')[:16])}"
+        mac = self._mac.copy()
+        mac.update(data)
+        return f"{_b64(data)}.{_b64(mac.digest())}"
 
     def decode(self, text: str) -> ReceiptHandle:
         """Verify and parse; raises InvalidReceiptHandle on anything malformed or forged."""
@@ -87,7 +109,7 @@ class ReceiptCodec:
             raise InvalidReceiptHandle("receipt handle signature mismatch")
         try:
             version, qid, offset, nonce, until, group, topic = payload.decode().split("|", 6)
-            if version != _VERSION:
+            if version not in _VERSIONS:
                 raise ValueError(version)
             return ReceiptHandle(group, topic, int(qid), int(offset), nonce, int(until))
         except ValueError as exc:

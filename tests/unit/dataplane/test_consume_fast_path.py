@@ -1,6 +1,6 @@
 """The receive path's fast builders produce exactly what the straightforward code did.
 
-Receipt handles issued before a broker upgrade must still verify after it, and official clients see
+Receipt handles issued before a broker upgrade (v1) must still verify after it, and official clients see
 the same bytes for every received message, so both are pinned against reference implementations.
 """
 
@@ -24,37 +24,77 @@ from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 SECRET = b"s" * 32
 
 
-def _reference_handle(h: ReceiptHandle) -> str:
-    """The v1 handle layout, written with the standard library only (docs in dataplane/receipt.py)."""
+def _reference_handle(h: ReceiptHandle, version: str = "2") -> str:
+    """A handle of ``version``'s layout, written with the standard library only (docs in
+    dataplane/receipt.py): v2 is tagged with keyed BLAKE2b, v1 with HMAC-SHA256."""
     payload = "|".join(
-        ("1", str(h.queue_id), str(h.offset), h.nonce, str(h.invisible_until_ms), h.group, h.topic)
+        (version, str(h.queue_id), str(h.offset), h.nonce, str(h.invisible_until_ms), h.group, h.topic)
     ).encode()
-    sig = hmac.new(SECRET, payload, hashlib.sha256).digest()[:16]
+    if version == "1":
+        tag = hmac.new(SECRET, payload, hashlib.sha256).digest()[:16]
+    else:
+        tag = hashlib.blake2b(payload, key=SECRET, digest_size=16).digest()
     return (
         base64.urlsafe_b64encode(payload).rstrip(b"=").decode()
         + "."
-        + base64.urlsafe_b64encode(sig).rstrip(b"=").decode()
+        + base64.urlsafe_b64encode(tag).rstrip(b"=").decode()
     )
 
 
-@pytest.mark.parametrize(
-    "handle",
-    [
-        ReceiptHandle("acme%g", "acme%t", 3, 42, "00ff00ff00ff00ff", 1_700_000_000_000),
-        ReceiptHandle("g@client-1", "%RETRY%acme%g", 0, 0, "a", 1),  # padding lengths differ
-        ReceiptHandle("ns%gröup", "ns%tópic", 7, 2**40, "deadbeefdeadbeef", 9_999_999_999_999),
-    ],
-)
-def test_receipt_handles_keep_the_v1_layout(handle: ReceiptHandle) -> None:
+HANDLES = [
+    ReceiptHandle("acme%g", "acme%t", 3, 42, "00ff00ff00ff00ff", 1_700_000_000_000),
+    ReceiptHandle("g@client-1", "%RETRY%acme%g", 0, 0, "a", 1),  # padding lengths differ
+    ReceiptHandle("ns%gröup", "ns%tópic", 7, 2**40, "deadbeefdeadbeef", 9_999_999_999_999),
+]
+
+
+@pytest.mark.parametrize("handle", HANDLES)
+def test_receipt_handles_are_issued_in_the_v2_layout(handle: ReceiptHandle) -> None:
     codec = ReceiptCodec(SECRET)
     text = codec.encode(handle)
     assert text == _reference_handle(handle)
     fields = (handle.group, handle.topic, handle.queue_id, handle.offset, handle.nonce)
     assert codec.encode_parts(*fields, handle.invisible_until_ms) == text
-    assert codec.decode(_reference_handle(handle)) == handle
+    assert codec.decode(text) == handle
     body, sig = text.split(".")
     with pytest.raises(InvalidReceiptHandle):
         codec.decode(body + "é." + sig)  # non-ASCII is malformed, not a crash
+
+
+@pytest.mark.parametrize("handle", HANDLES)
+def test_v1_handles_issued_before_an_upgrade_still_verify(handle: ReceiptHandle) -> None:
+    assert ReceiptCodec(SECRET).decode(_reference_handle(handle, "1")) == handle
+
+
+def test_a_tag_verifies_only_under_the_algorithm_its_version_names() -> None:
+    codec = ReceiptCodec(SECRET)
+    handle = HANDLES[0]
+    v1_body, v1_tag = _reference_handle(handle, "1").split(".")
+    v2_body, v2_tag = _reference_handle(handle, "2").split(".")
+    for forged in (f"{v2_body}.{v1_tag}", f"{v1_body}.{v2_tag}"):
+        with pytest.raises(InvalidReceiptHandle, match="signature mismatch"):
+            codec.decode(forged)
+    # another version number, correctly tagged by either algorithm, is still refused
+    payload = base64.urlsafe_b64decode(v2_body + "==").replace(b"2|", b"3|", 1)
+    for tag in (
+        hashlib.blake2b(payload, key=SECRET, digest_size=16).digest(),
+        hmac.new(SECRET, payload, hashlib.sha256).digest()[:16],
+    ):
+        text = (
+            base64.urlsafe_b64encode(payload).rstrip(b"=").decode()
+            + "."
+            + base64.urlsafe_b64encode(tag).rstrip(b"=").decode()
+        )
+        with pytest.raises(InvalidReceiptHandle):
+            codec.decode(text)
+
+
+def test_secrets_longer_than_a_blake2b_key_still_sign() -> None:
+    codec = ReceiptCodec(b"L" * 100)
+    handle = HANDLES[1]
+    assert codec.decode(codec.encode(handle)) == handle
+    with pytest.raises(InvalidReceiptHandle):
+        ReceiptCodec(b"L" * 99 + b"M").decode(codec.encode(handle))
 
 
 def _stored(properties: dict[str, str], body: bytes = b"payload-\x00\xff" * 50) -> StoredMessage:
