@@ -7,18 +7,20 @@ so each command looks the row up first. Provisioned changes wait for the brokers
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from cli import output
 from cli.errors import CliError, ExitCode
+from cli.session import current
 from cli.waiting import wait_active, wait_gone
 
 if TYPE_CHECKING:
     from cli.api import ApiClient
 
-__all__ = ("confirm", "finish_change", "finish_delete", "only_given", "tenant_id")
+__all__ = ("NamedResource", "confirm", "finish_change", "finish_delete", "only_given", "tenant_id")
 
 
 def tenant_id(api: ApiClient, namespace: str) -> int:
@@ -72,3 +74,55 @@ def finish_delete(
         return
     wait_gone(api, detail, what, timeout)
     output.success(f"{what} deleted")
+
+
+@dataclass(frozen=True)
+class NamedResource:
+    """A kind of provisioned resource a tenant names (topic, group): where the API keeps it (``path``),
+    what people call it (``noun``), and the columns a change prints. The steps every such command
+    shares, from the tenant and name a user typed to the row the brokers serve."""
+
+    path: str
+    noun: str
+    columns: Sequence[str]
+
+    def label(self, tenant: str, name: str) -> str:
+        return f"{self.noun} {tenant}/{name}"
+
+    def find(self, tenant: str, name: str) -> dict[str, Any]:
+        """The row for ``tenant``/``name`` (exit 3 when there is none)."""
+        return current().api().find(self.path, self.label(tenant, name), tenant=tenant, name=name)
+
+    def save(
+        self,
+        tenant: str | None,
+        name: str,
+        fields: dict[str, Any],
+        *,
+        create: bool,
+        no_wait: bool,
+        timeout: float,
+        fmt: output.OutputFormat,
+    ) -> dict[str, Any]:
+        """POST a new row (``create``) or PATCH the named one with the ``fields`` given (None: the
+        server's default, or leave as is), wait until the brokers serve it, print it."""
+        session = current()
+        ns = session.tenant(tenant)
+        api = session.api()
+        if create:
+            row = api.post(self.path, only_given(tenant=tenant_id(api, ns), name=name, **fields))
+        else:
+            row = api.patch(f"{self.path}{self.find(ns, name)['id']}/", only_given(**fields))
+        label = self.label(ns, name)
+        return finish_change(
+            api, self.path, row, label, no_wait=no_wait, timeout=timeout, fmt=fmt, columns=self.columns
+        )
+
+    def delete(self, tenant: str | None, name: str, *, yes: bool, no_wait: bool, timeout: float) -> None:
+        """Ask (unless ``yes``), DELETE, wait until the brokers dropped it (unless ``no_wait``)."""
+        session = current()
+        ns = session.tenant(tenant)
+        row = self.find(ns, name)
+        label = self.label(ns, name)
+        confirm(label, yes)
+        finish_delete(session.api(), self.path, row, label, no_wait=no_wait, timeout=timeout)

@@ -15,7 +15,7 @@ from cli import output
 from cli.commands import groups
 from cli.errors import CliError, ExitCode
 from cli.options import Output, Tenant
-from cli.resources import confirm, only_given, tenant_id
+from cli.resources import NamedResource, confirm, only_given, tenant_id
 from cli.session import current
 
 __all__ = ("events_app", "rules_app")
@@ -60,9 +60,8 @@ Email = Annotated[str | None, typer.Option("--email", help="Notify this address.
 WebhookUrl = Annotated[str | None, typer.Option("--webhook-url", help="POST a signed JSON body here.")]
 
 
-def find(tenant: str, name: str) -> dict[str, Any]:
-    """The rule row for ``tenant``/``name`` (exit 3 when there is none)."""
-    return current().api().find(PATH, f"alert rule {tenant}/{name}", tenant=tenant, name=name)
+RULES = NamedResource(PATH, "alert rule", DETAIL_COLUMNS)
+find = RULES.find
 
 
 def _channel(email: str | None, webhook_url: str | None) -> dict[str, Any]:
@@ -166,9 +165,10 @@ def delete(
     session = current()
     ns = session.tenant(tenant)
     row = find(ns, name)
-    confirm(f"alert rule {ns}/{name}", yes)
-    session.api().request("DELETE", f"{PATH}{row['id']}/", not_found=f"alert rule {ns}/{name}")
-    output.success(f"alert rule {ns}/{name} deleted")
+    label = RULES.label(ns, name)
+    confirm(label, yes)
+    session.api().request("DELETE", f"{PATH}{row['id']}/", not_found=label)
+    output.success(f"{label} deleted")
 
 
 def _signing_secret(method: str, action: str, name: str, tenant: str | None, fmt: output.OutputFormat) -> str:
@@ -176,7 +176,7 @@ def _signing_secret(method: str, action: str, name: str, tenant: str | None, fmt
     session = current()
     ns = session.tenant(tenant)
     row = find(ns, name)
-    what = f"alert rule {ns}/{name}"
+    what = RULES.label(ns, name)
     data = session.api().request(method, f"{PATH}{row['id']}/{action}/", not_found=what)
     output.emit(data, fmt, ("signing_secret",))
     return what

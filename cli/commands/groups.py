@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from cli import output
 from cli.options import DEFAULT_WAIT_TIMEOUT, NoWait, Output, Tenant, WaitTimeout
-from cli.resources import confirm, finish_change, finish_delete, only_given, tenant_id
+from cli.resources import NamedResource
 from cli.session import current
 
 __all__ = ("app", "find")
@@ -54,9 +54,8 @@ MaxBackoff = Annotated[int | None, typer.Option("--retry-max-backoff-ms", min=0)
 Description = Annotated[str | None, typer.Option("--description", help="Free text.")]
 
 
-def find(tenant: str, name: str) -> dict[str, Any]:
-    """The group row for ``tenant``/``name`` (exit 3 when there is none)."""
-    return current().api().find(PATH, f"group {tenant}/{name}", tenant=tenant, name=name)
+GROUPS = NamedResource(PATH, "group", DETAIL_COLUMNS)
+find = GROUPS.find
 
 
 @app.command("list")
@@ -97,30 +96,22 @@ def create(
       mqctl group create billing --tenant acme --fifo
       mqctl group create audit --max-delivery-attempts 5 --retry-policy EXPONENTIAL
     """
-    session = current()
-    ns = session.tenant(tenant)
-    api = session.api()
-    body = only_given(
-        tenant=tenant_id(api, ns),
-        name=name,
-        fifo=fifo,
-        broadcast=broadcast,
-        max_delivery_attempts=max_delivery_attempts,
-        retry_policy=retry_policy.value if retry_policy else None,
-        retry_initial_backoff_ms=retry_initial_backoff_ms,
-        retry_max_backoff_ms=retry_max_backoff_ms,
-        description=description,
-    )
-    row = api.post(PATH, body)
-    finish_change(
-        api,
-        PATH,
-        row,
-        f"group {ns}/{name}",
+    GROUPS.save(
+        tenant,
+        name,
+        {
+            "fifo": fifo,
+            "broadcast": broadcast,
+            "max_delivery_attempts": max_delivery_attempts,
+            "retry_policy": retry_policy.value if retry_policy else None,
+            "retry_initial_backoff_ms": retry_initial_backoff_ms,
+            "retry_max_backoff_ms": retry_max_backoff_ms,
+            "description": description,
+        },
+        create=True,
         no_wait=no_wait,
         timeout=wait_timeout,
         fmt=fmt,
-        columns=DETAIL_COLUMNS,
     )
 
 
@@ -140,29 +131,22 @@ def update(
     fmt: Output = output.OutputFormat.TABLE,
 ) -> None:
     """Change a consumer group (only the options given)."""
-    session = current()
-    ns = session.tenant(tenant)
-    api = session.api()
-    row = find(ns, name)
-    body = only_given(
-        fifo=fifo,
-        broadcast=broadcast,
-        max_delivery_attempts=max_delivery_attempts,
-        retry_policy=retry_policy.value if retry_policy else None,
-        retry_initial_backoff_ms=retry_initial_backoff_ms,
-        retry_max_backoff_ms=retry_max_backoff_ms,
-        description=description,
-    )
-    row = api.patch(f"{PATH}{row['id']}/", body)
-    finish_change(
-        api,
-        PATH,
-        row,
-        f"group {ns}/{name}",
+    GROUPS.save(
+        tenant,
+        name,
+        {
+            "fifo": fifo,
+            "broadcast": broadcast,
+            "max_delivery_attempts": max_delivery_attempts,
+            "retry_policy": retry_policy.value if retry_policy else None,
+            "retry_initial_backoff_ms": retry_initial_backoff_ms,
+            "retry_max_backoff_ms": retry_max_backoff_ms,
+            "description": description,
+        },
+        create=False,
         no_wait=no_wait,
         timeout=wait_timeout,
         fmt=fmt,
-        columns=DETAIL_COLUMNS,
     )
 
 
@@ -175,11 +159,7 @@ def delete(
     wait_timeout: WaitTimeout = DEFAULT_WAIT_TIMEOUT,
 ) -> None:
     """Delete a consumer group from the brokers."""
-    session = current()
-    ns = session.tenant(tenant)
-    row = find(ns, name)
-    confirm(f"group {ns}/{name}", yes)
-    finish_delete(session.api(), PATH, row, f"group {ns}/{name}", no_wait=no_wait, timeout=wait_timeout)
+    GROUPS.delete(tenant, name, yes=yes, no_wait=no_wait, timeout=wait_timeout)
 
 
 @app.command("lag")
@@ -188,7 +168,7 @@ def lag(name: Name, tenant: Tenant = None, fmt: Output = output.OutputFormat.TAB
     session = current()
     ns = session.tenant(tenant)
     row = find(ns, name)
-    data = session.api().request("GET", f"{PATH}{row['id']}/lag/", not_found=f"group {ns}/{name}")
+    data = session.api().request("GET", f"{PATH}{row['id']}/lag/", not_found=GROUPS.label(ns, name))
     if fmt is output.OutputFormat.TABLE:
         output.emit(
             data.get("queues", []),
@@ -206,7 +186,7 @@ def clients(name: Name, tenant: Tenant = None, fmt: Output = output.OutputFormat
     session = current()
     ns = session.tenant(tenant)
     row = find(ns, name)
-    data = session.api().request("GET", f"{PATH}{row['id']}/clients/", not_found=f"group {ns}/{name}")
+    data = session.api().request("GET", f"{PATH}{row['id']}/clients/", not_found=GROUPS.label(ns, name))
     output.emit(
         data.get("results", []), fmt, ("client_id", "language", "version", "address", "broker", "last_seen")
     )

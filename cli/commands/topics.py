@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from cli import output
 from cli.options import DEFAULT_WAIT_TIMEOUT, NoWait, Output, Tenant, WaitTimeout
-from cli.resources import confirm, finish_change, finish_delete, only_given, tenant_id
+from cli.resources import NamedResource
 from cli.session import current
 
 __all__ = ("app",)
@@ -57,9 +57,8 @@ MaxBytes = Annotated[int | None, typer.Option("--max-message-bytes", min=1, help
 Description = Annotated[str | None, typer.Option("--description", help="Free text.")]
 
 
-def find(tenant: str, name: str) -> dict[str, Any]:
-    """The topic row for ``tenant``/``name`` (exit 3 when there is none)."""
-    return current().api().find(PATH, f"topic {tenant}/{name}", tenant=tenant, name=name)
+TOPICS = NamedResource(PATH, "topic", DETAIL_COLUMNS)
+find = TOPICS.find
 
 
 @app.command("list")
@@ -113,29 +112,21 @@ def create(
       mqctl topic create orders --tenant acme --type FIFO --queues 8
       mqctl topic create events --retention-hours 24 --no-wait -o json
     """
-    session = current()
-    ns = session.tenant(tenant)
-    api = session.api()
-    body = only_given(
-        tenant=tenant_id(api, ns),
-        name=name,
-        message_type=message_type.value,
-        queue_count=queues,
-        retention_hours=retention_hours,
-        tiered_retention_hours=tiered_retention_hours,
-        max_message_bytes=max_message_bytes,
-        description=description,
-    )
-    row = api.post(PATH, body)
-    finish_change(
-        api,
-        PATH,
-        row,
-        f"topic {ns}/{name}",
+    TOPICS.save(
+        tenant,
+        name,
+        {
+            "message_type": message_type.value,
+            "queue_count": queues,
+            "retention_hours": retention_hours,
+            "tiered_retention_hours": tiered_retention_hours,
+            "max_message_bytes": max_message_bytes,
+            "description": description,
+        },
+        create=True,
         no_wait=no_wait,
         timeout=wait_timeout,
         fmt=fmt,
-        columns=DETAIL_COLUMNS,
     )
 
 
@@ -156,28 +147,21 @@ def update(
     fmt: Output = output.OutputFormat.TABLE,
 ) -> None:
     """Change a topic (only the options given) and wait until the brokers have it."""
-    session = current()
-    ns = session.tenant(tenant)
-    api = session.api()
-    row = find(ns, name)
-    body = only_given(
-        message_type=message_type.value if message_type else None,
-        queue_count=queues,
-        retention_hours=retention_hours,
-        tiered_retention_hours=tiered_retention_hours,
-        max_message_bytes=max_message_bytes,
-        description=description,
-    )
-    row = api.patch(f"{PATH}{row['id']}/", body)
-    finish_change(
-        api,
-        PATH,
-        row,
-        f"topic {ns}/{name}",
+    TOPICS.save(
+        tenant,
+        name,
+        {
+            "message_type": message_type.value if message_type else None,
+            "queue_count": queues,
+            "retention_hours": retention_hours,
+            "tiered_retention_hours": tiered_retention_hours,
+            "max_message_bytes": max_message_bytes,
+            "description": description,
+        },
+        create=False,
         no_wait=no_wait,
         timeout=wait_timeout,
         fmt=fmt,
-        columns=DETAIL_COLUMNS,
     )
 
 
@@ -190,11 +174,7 @@ def delete(
     wait_timeout: WaitTimeout = DEFAULT_WAIT_TIMEOUT,
 ) -> None:
     """Delete a topic from the brokers (stored messages age out by retention)."""
-    session = current()
-    ns = session.tenant(tenant)
-    row = find(ns, name)
-    confirm(f"topic {ns}/{name}", yes)
-    finish_delete(session.api(), PATH, row, f"topic {ns}/{name}", no_wait=no_wait, timeout=wait_timeout)
+    TOPICS.delete(tenant, name, yes=yes, no_wait=no_wait, timeout=wait_timeout)
 
 
 @app.command("stats")
@@ -203,7 +183,7 @@ def stats(name: Name, tenant: Tenant = None, fmt: Output = output.OutputFormat.T
     session = current()
     ns = session.tenant(tenant)
     row = find(ns, name)
-    data = session.api().request("GET", f"{PATH}{row['id']}/stats/", not_found=f"topic {ns}/{name}")
+    data = session.api().request("GET", f"{PATH}{row['id']}/stats/", not_found=TOPICS.label(ns, name))
     if fmt is output.OutputFormat.TABLE:
         output.emit(
             data.get("queues", []),
@@ -221,7 +201,7 @@ def producers(name: Name, tenant: Tenant = None, fmt: Output = output.OutputForm
     session = current()
     ns = session.tenant(tenant)
     row = find(ns, name)
-    data = session.api().request("GET", f"{PATH}{row['id']}/producers/", not_found=f"topic {ns}/{name}")
+    data = session.api().request("GET", f"{PATH}{row['id']}/producers/", not_found=TOPICS.label(ns, name))
     output.emit(
         data.get("results", []), fmt, ("client_id", "language", "version", "address", "broker", "last_seen")
     )
