@@ -14,8 +14,6 @@ import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from google.protobuf.timestamp_pb2 import Timestamp
-
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 
 __all__ = ("FilterExpression", "Message", "MessageView", "SendReceipt", "generate_message_id")
@@ -95,39 +93,63 @@ class Message:
     @property
     def message_type(self) -> int:
         if self.message_group is not None:
-            return pb.MessageType.FIFO
+            return _MT_FIFO
         if self.delivery_timestamp is not None:
-            return pb.MessageType.DELAY
-        return pb.MessageType.NORMAL
+            return _MT_DELAY
+        return _MT_NORMAL
 
     def to_pb(
         self, namespace: str, message_id: str, queue_id: int, message_type: int | None = None
     ) -> pb.Message:
-        born = Timestamp()
-        born.GetCurrentTime()
-        sp = pb.SystemProperties(
-            keys=list(self.keys),
-            message_id=message_id,
-            body_encoding=pb.Encoding.IDENTITY,
-            message_type=self.message_type if message_type is None else message_type,  # type: ignore[arg-type]
-            born_timestamp=born,
-            born_host=_HOSTNAME,
-            queue_id=queue_id,
-        )
+        out = pb.Message()
+        self.fill_pb(out, namespace, message_id, queue_id, message_type)
+        return out
+
+    def fill_pb(
+        self,
+        out: pb.Message,
+        namespace: str,
+        message_id: str,
+        queue_id: int,
+        message_type: int | None = None,
+    ) -> None:
+        """Write this message into the empty ``out`` (e.g. ``request.messages.add()``), field by field.
+
+        In place, so no sub-message is built and then copied into its parent (the constructors copy
+        what they are given), and the born time comes from ``time.time_ns`` (``Timestamp``'s
+        ``GetCurrentTime`` goes through ``datetime`` in pure Python): several times cheaper per message.
+        """
+        topic = out.topic
+        topic.resource_namespace = namespace
+        topic.name = self.topic
+        sp = out.system_properties
         if self.tag is not None:
             sp.tag = self.tag
+        if self.keys:
+            sp.keys.extend(self.keys)
+        sp.message_id = message_id
+        sp.body_encoding = _ENC_IDENTITY  # type: ignore[assignment]
+        sp.message_type = self.message_type if message_type is None else message_type  # type: ignore[assignment]
+        born = sp.born_timestamp
+        born.seconds, born.nanos = divmod(time.time_ns(), 1_000_000_000)
+        sp.born_host = _HOSTNAME
+        sp.queue_id = queue_id
         if self.message_group is not None:
             sp.message_group = self.message_group
         if self.delivery_timestamp is not None:
             sp.delivery_timestamp.FromMilliseconds(int(self.delivery_timestamp * 1000))
-        return pb.Message(
-            topic=pb.Resource(resource_namespace=namespace, name=self.topic),
-            user_properties=dict(self.properties),
-            system_properties=sp,
-            body=self.body,
-        )
+        if self.properties:
+            user = out.user_properties
+            for key, value in self.properties.items():
+                user[key] = value
+        out.body = self.body
 
 
+# Enum values as plain ints: each EnumTypeWrapper attribute lookup is a Python call.
+_MT_NORMAL = int(pb.MessageType.NORMAL)
+_MT_FIFO = int(pb.MessageType.FIFO)
+_MT_DELAY = int(pb.MessageType.DELAY)
+_ENC_IDENTITY = int(pb.Encoding.IDENTITY)
 _HOSTNAME = socket.gethostname()
 
 

@@ -267,6 +267,10 @@ class AsyncProducer(BaseClient):
 
     def _queues_for(self, topic: str, route: TopicRoute, msg_type: int) -> list[pb.MessageQueue]:
         """The route's writable queues that accept ``msg_type``; a clear error when there are none."""
+        key = (msg_type, self.validate_message_type)  # the broker's settings may turn validation off
+        cached = route.typed_writable.get(key)
+        if cached is not None:
+            return cached
         queues = route.writable()
         if self.validate_message_type:
             typed = [q for q in queues if not q.accept_message_types or msg_type in q.accept_message_types]
@@ -277,6 +281,7 @@ class AsyncProducer(BaseClient):
             queues = typed
         if not queues:
             raise ForbiddenError(f"topic {topic} has no writable queue", 40300)
+        route.typed_writable[key] = queues
         return queues
 
     async def _send(self, messages: list[Message], transaction: Transaction | None) -> list[SendReceipt]:
@@ -306,12 +311,10 @@ class AsyncProducer(BaseClient):
                     queues, next(self._rr), endpoint_of, lambda q: q.broker.name, self.fault, avoid
                 )
             ep = endpoint_of(queue)
-            req = svc.SendMessageRequest(
-                messages=[
-                    m.to_pb(self.config.namespace, i, queue.id, msg_type)
-                    for m, i in zip(messages, ids, strict=True)
-                ]
-            )
+            req = svc.SendMessageRequest()
+            add = req.messages.add  # each message written in place, not built and then copied in
+            for m, i in zip(messages, ids, strict=True):
+                m.fill_pb(add(), self.config.namespace, i, queue.id, msg_type)
             t0 = time.monotonic()
             try:
                 resp = await self.rpc.unary(ep, "SendMessage", req)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from dataclasses import dataclass, field
 
@@ -24,6 +25,10 @@ class TopicRoute:
     topic: str
     queues: list[pb.MessageQueue]
     fetched_at: float = field(default_factory=time.monotonic)
+    # a producer's writable queues per (message type, validated), Producer._queues_for, filled on use
+    typed_writable: dict[tuple[int, bool], list[pb.MessageQueue]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def writable(self) -> list[pb.MessageQueue]:
         """Queues on master brokers (id 0) that accept writes."""
@@ -33,6 +38,11 @@ class TopicRoute:
         return [q for q in self.queues if q.permission in _READ and q.broker.id == 0]
 
     def endpoints(self) -> set[str]:
+        return self._endpoints
+
+    @functools.cached_property
+    def _endpoints(self) -> set[str]:
+        # asked on every send; a route is replaced, never changed, when it is refreshed
         return {endpoints_key(q.broker.endpoints) for q in self.queues if q.broker.endpoints.addresses}
 
 

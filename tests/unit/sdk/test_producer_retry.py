@@ -143,3 +143,20 @@ async def test_a_failed_over_master_is_found_by_asking_for_the_route_again() -> 
     r = await p.send(Message("t", b"x"))
     assert r.endpoint == "10.0.0.3:1"
     assert rpc.calls == ["10.0.0.1:1", "10.0.0.3:1"] and routes.fetches == 1
+
+
+def test_writable_queues_per_type_are_kept_on_the_route_and_follow_the_validation_setting() -> None:
+    p = AsyncProducer(ClientConfig("127.0.0.1:1"))
+    fifo_only = _queue("b1", "10.0.0.1", 1)
+    del fifo_only.accept_message_types[:]
+    fifo_only.accept_message_types.append(pb.MessageType.FIFO)
+    general = _queue("b1", "10.0.0.1", 0)
+    route = TopicRoute("t", [general, fifo_only])
+    normal = pb.MessageType.NORMAL
+    assert p._queues_for("t", route, normal) == [general]
+    assert p._queues_for("t", route, normal) is p._queues_for("t", route, normal)  # kept, not rebuilt
+    p.validate_message_type = False  # the broker's settings turned validation off
+    assert p._queues_for("t", route, normal) == [general, fifo_only]
+    assert route.endpoints() == {"10.0.0.1:1"}
+    # a refreshed route is a new object: nothing kept from the old one
+    assert TopicRoute("t", [general]).typed_writable == {}

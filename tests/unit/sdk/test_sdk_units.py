@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import socket
+import time
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -12,6 +14,7 @@ from google.protobuf.duration_pb2 import Duration
 from mqcloud import ClientConfig, Credentials, Message
 from mqcloud import errors as e
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
+from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from mqcloud.backoff import RetryBackoff
 from mqcloud.config import endpoints_key, parse_endpoints
 from mqcloud.fault import LatencyFaultTolerance, select_queue
@@ -210,6 +213,52 @@ def test_message_to_and_from_pb_roundtrip() -> None:
     assert Message("t", b"x", message_group="g").message_type == pb.MessageType.FIFO
     with pytest.raises(ValueError):
         Message("t", b"x", tag="a||b")
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        Message("t", b"body"),
+        Message("t", b"body", tag="a", keys=["k1", "k2"], properties={"p": "v", "q": "w"}),
+        Message("t", b"\x00\xff" * 600, message_group="g-1", properties={"x": ""}),
+        Message("t", b"later", tag="b", delivery_timestamp=1_900_000_000.25),
+    ],
+)
+def test_to_pb_writes_what_the_constructors_built(message: Message) -> None:
+    """``fill_pb`` writes fields in place; the message must be the one the constructors gave."""
+    before = time.time_ns()
+    built = message.to_pb("ns", "01AB", 3)
+    after = time.time_ns()
+    born = built.system_properties.born_timestamp
+    assert before <= born.seconds * 1_000_000_000 + born.nanos <= after
+    sp = pb.SystemProperties(
+        keys=list(message.keys),
+        message_id="01AB",
+        body_encoding=pb.Encoding.IDENTITY,
+        message_type=message.message_type,  # type: ignore[arg-type]
+        born_timestamp=born,
+        born_host=socket.gethostname(),
+        queue_id=3,
+    )
+    if message.tag is not None:
+        sp.tag = message.tag
+    if message.message_group is not None:
+        sp.message_group = message.message_group
+    if message.delivery_timestamp is not None:
+        sp.delivery_timestamp.FromMilliseconds(int(message.delivery_timestamp * 1000))
+    reference = pb.Message(
+        topic=pb.Resource(resource_namespace="ns", name="t"),
+        user_properties=dict(message.properties),
+        system_properties=sp,
+        body=message.body,
+    )
+    assert built == reference
+    assert built.SerializeToString(deterministic=True) == reference.SerializeToString(deterministic=True)
+    # a request's messages are filled in place the same way
+    request = svc.SendMessageRequest()
+    message.fill_pb(request.messages.add(), "ns", "01AB", 3, pb.MessageType.TRANSACTION)
+    assert request.messages[0].system_properties.message_type == pb.MessageType.TRANSACTION
+    assert request.messages[0].body == message.body
 
 
 async def test_batcher_bounds_batches_and_hands_errors_to_every_caller() -> None:
