@@ -150,6 +150,10 @@ _MT_NORMAL = int(pb.MessageType.NORMAL)
 _MT_FIFO = int(pb.MessageType.FIFO)
 _MT_DELAY = int(pb.MessageType.DELAY)
 _ENC_IDENTITY = int(pb.Encoding.IDENTITY)
+_ENC_GZIP = int(pb.Encoding.GZIP)
+_DIGEST_MD5 = int(pb.DigestType.MD5)
+_DIGEST_SHA1 = int(pb.DigestType.SHA1)
+_DIGEST_CRC32 = int(pb.DigestType.CRC32)
 _HOSTNAME = socket.gethostname()
 
 
@@ -192,13 +196,14 @@ class MessageView:
         sp = m.system_properties
         body = m.body
         corrupted = False
-        if sp.body_encoding == pb.Encoding.GZIP:
+        if sp.body_encoding == _ENC_GZIP:
             try:
                 body = gzip.decompress(body)
             except (OSError, EOFError, zlib.error):
                 corrupted = True
         if sp.HasField("body_digest") and not corrupted:
             corrupted = not _digest_ok(m.body, sp.body_digest)
+        born = sp.born_timestamp
         return cls(
             message_id=sp.message_id,
             topic=m.topic.name,
@@ -211,7 +216,8 @@ class MessageView:
                 sp.delivery_timestamp.ToMilliseconds() / 1000 if sp.HasField("delivery_timestamp") else None
             ),
             born_host=sp.born_host,
-            born_timestamp=sp.born_timestamp.ToMilliseconds() / 1000,
+            # Timestamp.ToMilliseconds, without its Python call per message
+            born_timestamp=(born.seconds * 1000 + born.nanos // 1_000_000) / 1000,
             delivery_attempt=sp.delivery_attempt if sp.HasField("delivery_attempt") else 1,
             receipt_handle=sp.receipt_handle,
             queue_id=sp.queue_id,
@@ -224,11 +230,12 @@ class MessageView:
 
 def _digest_ok(body: bytes, digest: pb.Digest) -> bool:
     want = digest.checksum.strip()
-    if digest.type == pb.DigestType.MD5:
+    kind = digest.type
+    if kind == _DIGEST_MD5:
         return hashlib.md5(body).hexdigest().upper() == want.upper()
-    if digest.type == pb.DigestType.SHA1:
+    if kind == _DIGEST_SHA1:
         return hashlib.sha1(body).hexdigest().upper() == want.upper()
-    if digest.type == pb.DigestType.CRC32:
+    if kind == _DIGEST_CRC32:
         crc = zlib.crc32(body) & 0xFFFFFFFF
         # SDKs disagree on the format: padded/unpadded hex or decimal.
         return want.upper() in {f"{crc:08X}", f"{crc:X}", str(crc)}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import hmac
 import socket
 import time
+import zlib
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -208,6 +210,7 @@ def test_message_to_and_from_pb_roundtrip() -> None:
         2,
         False,
     )
+    assert v.born_timestamp == p.system_properties.born_timestamp.ToMilliseconds() / 1000
     p.system_properties.body_digest.checksum = "00"
     assert MessageView.from_pb(p, "h:1").corrupted
     assert Message("t", b"x", message_group="g").message_type == pb.MessageType.FIFO
@@ -259,6 +262,33 @@ def test_to_pb_writes_what_the_constructors_built(message: Message) -> None:
     message.fill_pb(request.messages.add(), "ns", "01AB", 3, pb.MessageType.TRANSACTION)
     assert request.messages[0].system_properties.message_type == pb.MessageType.TRANSACTION
     assert request.messages[0].body == message.body
+
+
+@pytest.mark.parametrize(
+    ("kind", "checksum"),
+    [
+        (pb.DigestType.MD5, hashlib.md5(b"payload").hexdigest().upper()),
+        (pb.DigestType.SHA1, hashlib.sha1(b"payload").hexdigest()),
+        (pb.DigestType.CRC32, f"{zlib.crc32(b'payload'):08X}"),
+        (pb.DigestType.CRC32, str(zlib.crc32(b"payload"))),
+    ],
+)
+def test_received_bodies_are_checked_against_each_digest_kind(kind: int, checksum: str) -> None:
+    m = Message("t", b"payload").to_pb("", "01AB", 0)
+    m.system_properties.body_digest.type = kind  # type: ignore[assignment]
+    m.system_properties.body_digest.checksum = checksum
+    assert not MessageView.from_pb(m, "h:1").corrupted
+    m.system_properties.body_digest.checksum = "0" * len(checksum)
+    assert MessageView.from_pb(m, "h:1").corrupted
+
+
+def test_gzip_bodies_are_inflated_and_a_broken_one_is_marked_corrupted() -> None:
+    m = Message("t", gzip.compress(b"inflated")).to_pb("", "01AB", 0)
+    m.system_properties.body_encoding = pb.Encoding.GZIP
+    view = MessageView.from_pb(m, "h:1")
+    assert (view.body, view.corrupted) == (b"inflated", False)
+    m.body = b"not gzip"
+    assert MessageView.from_pb(m, "h:1").corrupted
 
 
 async def test_batcher_bounds_batches_and_hands_errors_to_every_caller() -> None:
