@@ -37,13 +37,15 @@ class TopicRoute:
     def readable(self) -> list[pb.MessageQueue]:
         return [q for q in self.queues if q.permission in _READ and q.broker.id == 0]
 
-    def endpoints(self) -> set[str]:
+    def endpoints(self) -> frozenset[str]:
         return self._endpoints
 
     @functools.cached_property
-    def _endpoints(self) -> set[str]:
+    def _endpoints(self) -> frozenset[str]:
         # asked on every send; a route is replaced, never changed, when it is refreshed
-        return {endpoints_key(q.broker.endpoints) for q in self.queues if q.broker.endpoints.addresses}
+        return frozenset(
+            endpoints_key(q.broker.endpoints) for q in self.queues if q.broker.endpoints.addresses
+        )
 
 
 class RouteCache:
