@@ -508,20 +508,18 @@ async def run(quick: bool) -> dict[str, Any]:
         results |= await cpu_per_call_figures(target, pid, "")
         # The rates compared with the bare server are measured in alternating rounds (bare, ours;
         # ours, bare; ...): a slower stretch of the machine falls on both sides, not on one.
-        for name, count, per_request, in_flight in (
-            ("msgs_per_s", n_batched, 64, 8),
-            ("single_msgs_per_s", n_single, 1, 16),
+        for ours, bare_key, count, per_request, in_flight in (
+            ("produce_batched_msgs_per_s", "grpc_ceiling_msgs_per_s", n_batched, 64, 8),
+            ("produce_single_msgs_per_s", "grpc_ceiling_single_msgs_per_s", n_single, 1, 16),
         ):
-            rates: dict[str, list[float]] = {"grpc_ceiling_": [], "": []}
+            rates: dict[str, list[float]] = {bare_key: [], ours: []}
+            pair = [(bare_key, bare_target), (ours, target)]
             for round_ in range(ROUNDS):
-                pair = [("grpc_ceiling_", bare_target), ("", target)]
-                for prefix, where in pair if round_ % 2 == 0 else pair[::-1]:
-                    rates[prefix].append(await produce(where, count, per_request, in_flight))
-            ours = "produce_batched_msgs_per_s" if name == "msgs_per_s" else "produce_single_msgs_per_s"
-            results[f"grpc_ceiling_{name}"] = statistics.median(rates["grpc_ceiling_"])
-            results[ours] = statistics.median(rates[""])
-            results[f"grpc_ceiling_{name}_rounds"] = [round(r) for r in rates["grpc_ceiling_"]]
-            results[f"{ours}_rounds"] = [round(r) for r in rates[""]]
+                for key, where in pair if round_ % 2 == 0 else pair[::-1]:
+                    rates[key].append(await produce(where, count, per_request, in_flight))
+            for key, values in rates.items():
+                results[key] = statistics.median(values)
+                results[f"{key}_rounds"] = [round(r) for r in values]
         results |= await consume_figures(bare_target, bare.pid, n_batched, "grpc_ceiling_")
         results |= await consume_figures(target, pid, n_batched, "")
         # The wake-up path at a rate one broker sustains with single-message sends, then the target.

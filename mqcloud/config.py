@@ -71,13 +71,11 @@ def to_pb_endpoints(addresses: list[tuple[str, int]]) -> pb.Endpoints:
     return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=h, port=p) for h, p in addresses])
 
 
-_IPV6 = int(pb.AddressScheme.IPv6)  # an EnumTypeWrapper lookup is a Python call; this runs per send
-
-
 def endpoints_key(endpoints: pb.Endpoints) -> str:
     """A gRPC target for ``endpoints`` (the first address), used as the channel/fault key."""
     if not endpoints.addresses:
         return ""
     a = endpoints.addresses[0]
-    host = f"[{a.host}]" if endpoints.scheme == _IPV6 else a.host
+    # pb.IPv6, the module's plain int (pb.AddressScheme.IPv6 is a Python call): this runs per send
+    host = f"[{a.host}]" if endpoints.scheme == pb.IPv6 else a.host
     return f"{host}:{a.port}"

@@ -92,11 +92,13 @@ class Message:
 
     @property
     def message_type(self) -> int:
+        # The generated module's top-level enum values (pb.FIFO, pb.GZIP, ...) are plain ints; going
+        # through the enum (pb.MessageType.FIFO) is a Python call per lookup, on a per-message path.
         if self.message_group is not None:
-            return _MT_FIFO
+            return pb.FIFO
         if self.delivery_timestamp is not None:
-            return _MT_DELAY
-        return _MT_NORMAL
+            return pb.DELAY
+        return pb.NORMAL
 
     def to_pb(
         self, namespace: str, message_id: str, queue_id: int, message_type: int | None = None
@@ -128,7 +130,7 @@ class Message:
         if self.keys:
             sp.keys.extend(self.keys)
         sp.message_id = message_id
-        sp.body_encoding = _ENC_IDENTITY  # type: ignore[assignment]
+        sp.body_encoding = pb.IDENTITY
         sp.message_type = self.message_type if message_type is None else message_type  # type: ignore[assignment]
         born = sp.born_timestamp
         born.seconds, born.nanos = divmod(time.time_ns(), 1_000_000_000)
@@ -145,15 +147,6 @@ class Message:
         out.body = self.body
 
 
-# Enum values as plain ints: each EnumTypeWrapper attribute lookup is a Python call.
-_MT_NORMAL = int(pb.MessageType.NORMAL)
-_MT_FIFO = int(pb.MessageType.FIFO)
-_MT_DELAY = int(pb.MessageType.DELAY)
-_ENC_IDENTITY = int(pb.Encoding.IDENTITY)
-_ENC_GZIP = int(pb.Encoding.GZIP)
-_DIGEST_MD5 = int(pb.DigestType.MD5)
-_DIGEST_SHA1 = int(pb.DigestType.SHA1)
-_DIGEST_CRC32 = int(pb.DigestType.CRC32)
 _HOSTNAME = socket.gethostname()
 
 
@@ -196,7 +189,7 @@ class MessageView:
         sp = m.system_properties
         body = m.body
         corrupted = False
-        if sp.body_encoding == _ENC_GZIP:
+        if sp.body_encoding == pb.GZIP:
             try:
                 body = gzip.decompress(body)
             except (OSError, EOFError, zlib.error):
@@ -231,11 +224,11 @@ class MessageView:
 def _digest_ok(body: bytes, digest: pb.Digest) -> bool:
     want = digest.checksum.strip()
     kind = digest.type
-    if kind == _DIGEST_MD5:
+    if kind == pb.MD5:
         return hashlib.md5(body).hexdigest().upper() == want.upper()
-    if kind == _DIGEST_SHA1:
+    if kind == pb.SHA1:
         return hashlib.sha1(body).hexdigest().upper() == want.upper()
-    if kind == _DIGEST_CRC32:
+    if kind == pb.CRC32:
         crc = zlib.crc32(body) & 0xFFFFFFFF
         # SDKs disagree on the format: padded/unpadded hex or decimal.
         return want.upper() in {f"{crc:08X}", f"{crc:X}", str(crc)}
