@@ -21,7 +21,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -68,6 +68,7 @@ class TraceEvent(NamedTuple):
 
 
 _MESSAGE_ID = itemgetter(0)  # of a TraceEvent
+_new_event = tuple.__new__  # a NamedTuple built without its Python-level __new__ (record_many)
 
 
 def _now_ms() -> int:
@@ -107,6 +108,33 @@ class MessageTracer:
             TraceEvent(message_id, topic, event, _now_ms(), group, attempt, client_id, detail)
         )
 
+    def record_many(
+        self,
+        items: Iterable[tuple[str, int]],
+        topic: str,
+        event: str,
+        *,
+        group: str = "",
+        client_id: str = "",
+    ) -> None:
+        """One ``event`` per (message id, attempt) of ``items``, all at one time: a receive's
+        deliveries or an ack's entries. The same events as :meth:`record` for each, at a fraction
+        of the cost per event (one clock read and one deque extend for the lot)."""
+        if not self.enabled:
+            return
+        now = _now_ms()
+        new = _new_event
+        events = [
+            new(TraceEvent, (mid, topic, event, now, group, attempt, client_id, ""))
+            for mid, attempt in items
+            if mid
+        ]
+        pending = self._pending
+        over = len(pending) + len(events) - self._max_pending
+        if over > 0:
+            self.dropped += min(over, len(events))
+        pending.extend(events)
+
     def _take(self) -> list[list[TraceEvent]]:
         pending = self._pending
         events = [pending.popleft() for _ in range(len(pending))]
@@ -121,7 +149,7 @@ class MessageTracer:
         from dataplane.store.message import MessageToStore
 
         ids = dict.fromkeys(e.message_id for e in batch if " " not in e.message_id)
-        body = json.dumps([list(e) for e in batch], separators=(",", ":")).encode()
+        body = json.dumps(batch, separators=(",", ":")).encode()  # a NamedTuple is written as a list
         return MessageToStore(TRACE_TOPIC, 0, body, {"KEYS": " ".join(ids)} if ids else {})
 
     async def flush_async(self) -> None:

@@ -535,16 +535,13 @@ async def receive_message(
     group_name = group.name
     tracer = broker.tracer
     if tracer.enabled:
-        traced_group = base_group(group_name)
-        for item in popped:
-            tracer.record(
-                item.stored.properties.get(p.P_UNIQ, ""),
-                topic_name,
-                "delivered",
-                group=traced_group,
-                attempt=item.attempt,
-                client_id=client_id,
-            )
+        tracer.record_many(
+            [(item.stored.properties.get(p.P_UNIQ, ""), item.attempt) for item in popped],
+            topic_name,
+            "delivered",
+            group=base_group(group_name),
+            client_id=client_id,
+        )
     TRAFFIC_OUT.add(topic_name, len(popped), sum(len(item.stored.body) for item in popped))
     response_cls = svc.ReceiveMessageResponse
     for item in popped:
@@ -588,8 +585,7 @@ def ack_message(broker: Broker, request: svc.AckMessageRequest, header_ns: str) 
     assert pop is not None
     response = svc.AckMessageResponse()
     results = response.entries
-    tracer = broker.tracer
-    traced = tracer.enabled
+    acked: list[tuple[str, int]] = []  # (message id, attempt) for the trace
     wake = False
     with pop.batch():
         for entry in request.entries:
@@ -598,14 +594,14 @@ def ack_message(broker: Broker, request: svc.AckMessageRequest, header_ns: str) 
                 handle, entry_ = _checked_handle(broker, receipt_handle, group, topic)
                 wake = pop.ack(handle.group, topic, handle.queue_id, handle.offset) or wake
                 status = OK_STATUS
-                if traced:
-                    tracer.record(entry.message_id, topic, "acked", group=group, attempt=entry_.attempt)
+                acked.append((entry.message_id, entry_.attempt))
             except BrokerError as exc:
                 status = status_of(exc)
             result = results.add()  # built in place: no copy of each entry into the response
             result.message_id = entry.message_id
             result.receipt_handle = receipt_handle
             result.status.CopyFrom(status)
+    broker.tracer.record_many(acked, topic, "acked", group=group)
     if wake:  # a FIFO message group became free: its held message can go to a waiting receive
         broker.wake(topic)
     codes = {r.status.code for r in results}

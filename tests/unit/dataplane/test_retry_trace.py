@@ -3,6 +3,8 @@ and the redrive log."""
 
 from __future__ import annotations
 
+import collections
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,7 @@ import pytest
 from dataplane.pop import PopState
 from dataplane.retry import ROCKETMQ_RETRY_DELAYS_MS, retry_delay_ms
 from dataplane.services.messages_admin import RedriveLog
-from dataplane.trace import MessageTracer
+from dataplane.trace import MessageTracer, TraceEvent
 
 
 @pytest.mark.parametrize(
@@ -100,6 +102,41 @@ def test_tracer_buffers_batches_and_bounds(tmp_path: Path) -> None:
     assert tracer.dropped == 50
     tracer.flush()
     assert sum(1 for r in store.records) == 1 + 2  # 100 events: two records of at most 64
+
+
+def test_record_many_writes_what_record_writes_per_event() -> None:
+    """A receive's deliveries (or an ack's entries) in one call: the same events and record bytes."""
+    one, many = _Store(), _Store()
+    by_one, by_many = MessageTracer(one), MessageTracer(many)
+    items = [(f"m{i:02d}", i % 3 + 1) for i in range(40)] + [("", 1)]  # no id: not traced
+    for mid, attempt in items:
+        by_one.record(mid, "ns%t", "delivered", group="ns%g", attempt=attempt, client_id="c1")
+    by_many.record_many(items, "ns%t", "delivered", group="ns%g", client_id="c1")
+    pending = list(by_many._pending)
+    assert len(pending) == 40 and {e.time_ms for e in pending} == {pending[0].time_ms}
+    assert [e._replace(time_ms=0) for e in pending] == [e._replace(time_ms=0) for e in by_one._pending]
+    assert isinstance(pending[0], TraceEvent) and pending[0].attempt == 1 and pending[0].detail == ""
+    for tracer in (by_one, by_many):  # the same clock for the record bytes
+        tracer._pending = collections.deque(e._replace(time_ms=1) for e in tracer._pending)
+        tracer.flush()
+    assert [(r.body, r.properties) for r in one.records] == [(r.body, r.properties) for r in many.records]
+    assert json.loads(many.records[0].body)[0] == ["m00", "ns%t", "delivered", 1, "ns%g", 1, "c1", ""]
+    assert [e.attempt for e in by_many.events("m05", "ns%t")] == [3]
+
+
+def test_record_many_is_bounded_like_record() -> None:
+    store = _Store()
+    tracer = MessageTracer(store, max_pending=50)
+    tracer.record_many([(f"a{i}", 1) for i in range(30)], "ns%t", "acked", group="ns%g")
+    assert tracer.dropped == 0
+    tracer.record_many([(f"b{i}", 1) for i in range(30)], "ns%t", "acked", group="ns%g")
+    assert tracer.dropped == 10 and len(tracer._pending) == 50
+    assert tracer._pending[0].message_id == "a10"  # the oldest went
+    tracer.record_many([(f"c{i}", 1) for i in range(80)], "ns%t", "acked", group="ns%g")
+    assert tracer.dropped == 10 + 80 and [e.message_id for e in tracer._pending][-1] == "c79"
+    off = MessageTracer(store, enabled=False)
+    off.record_many([("x", 1)], "ns%t", "acked")
+    assert not off._pending
 
 
 def test_a_message_s_events_of_one_flush_share_a_record() -> None:
