@@ -16,6 +16,10 @@ response goes through ``context.write`` (the same bytes, one write each).
 
 Only for streams produced at once, with no waiting between responses (ReceiveMessage and
 PullMessage answer after their long poll): a hinted response waits for the end of the stream.
+
+A stream may carry responses already serialized (:class:`Encoded`: the receive path writes its
+messages with a compiled encoder); they go out as they are. :func:`serialize` is the response
+serializer such a method is registered with, for the responses that go through ``context.write``.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-__all__ = ("AVAILABLE", "write_buffered")
+__all__ = ("AVAILABLE", "Encoded", "serialize", "write_buffered")
 
 _cygrpc: Any = importlib.import_module("grpc._cython.cygrpc")  # grpcio's C layer (untyped)
 _send_message: Any = getattr(_cygrpc, "_send_message", None)
@@ -39,6 +43,21 @@ _HINT: int | None = getattr(getattr(_cygrpc, "WriteFlag", None), "buffer_hint", 
 AVAILABLE: bool = _send_message is not None and _RPC_STATE is not None and _HINT is not None
 
 
+class Encoded:
+    """A response in its wire form (``data``, the serialized protobuf), with the size of the message
+    body it carries (``body_size``: metering counts bodies without parsing the response again)."""
+
+    __slots__ = ("body_size", "data")
+
+    def __init__(self, data: bytes, body_size: int) -> None:
+        self.data, self.body_size = data, body_size
+
+
+def serialize(response: Message | Encoded) -> bytes:
+    """The response serializer of streams that may carry :class:`Encoded` responses."""
+    return response.data if isinstance(response, Encoded) else response.SerializeToString()
+
+
 def _rpc_state(context: Any) -> Any:
     """The ``RPCState`` of a grpc.aio servicer context (a C-level field, so found by reference)."""
     for ref in gc.get_referents(context):
@@ -47,7 +66,7 @@ def _rpc_state(context: Any) -> Any:
     return None
 
 
-async def write_buffered(context: Any, responses: AsyncIterator[Message]) -> None:
+async def write_buffered(context: Any, responses: AsyncIterator[Message | Encoded]) -> None:
     """Send every response of ``responses`` on ``context``'s call; the transport writes them together."""
     state = _rpc_state(context) if AVAILABLE else None
     loop = asyncio.get_running_loop()
@@ -57,4 +76,5 @@ async def write_buffered(context: Any, responses: AsyncIterator[Message]) -> Non
             await context.write(response)
             headers_sent = True
         else:
-            await _send_message(state, response.SerializeToString(), None, _HINT, loop)
+            data = response.data if isinstance(response, Encoded) else response.SerializeToString()
+            await _send_message(state, data, None, _HINT, loop)

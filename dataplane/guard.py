@@ -19,6 +19,7 @@ from prometheus_client.core import GaugeMetricFamily
 from dataplane.auth import Authenticator, Principal, Unauthorized
 from dataplane.auth.resources import Touch
 from dataplane.broker import Broker
+from dataplane.buffered_stream import Encoded
 from dataplane.clients import CLIENT_ID_HEADER, header
 from dataplane.errors import Forbidden
 from dataplane.metering import (
@@ -181,8 +182,8 @@ class Guard:
 
     def count_delivering(self, admission: Admission, topic: pb.Resource, responses: list[Any]) -> list[int]:
         """Meter messages before they are handed to the client (journaled: survives a SIGKILL);
-        returns their body sizes."""
-        sizes = [len(r.message.body) for r in responses]
+        returns their body sizes. ``responses`` are message responses, protobuf or ``Encoded``."""
+        sizes = [r.body_size if type(r) is Encoded else len(r.message.body) for r in responses]
         ns = topic.resource_namespace or admission.header_ns
         if ns:
             self.meter.count_out(ns, sizes)

@@ -21,6 +21,7 @@ import grpc
 from google.protobuf import timestamp_pb2
 
 from dataplane.auth.resources import settings_resources, touched
+from dataplane.buffered_stream import Encoded
 from dataplane.errors import BrokerError, status_of
 from dataplane.guard import Guard
 from dataplane.services.base import remember_metadata
@@ -124,7 +125,7 @@ class MessagingInterceptor:
             batch: list[Any] = []  # the servicers yield a receive's messages back to back
             try:
                 async for response in inner(request, context):
-                    if response.WhichOneof("content") == "message":
+                    if type(response) is Encoded or response.WhichOneof("content") == "message":
                         batch.append(response)
                         continue
                     if batch:  # metered (one journal entry) before any of them is sent

@@ -19,7 +19,7 @@ from google.protobuf import descriptor as d
 from google.protobuf import message_factory
 from google.protobuf.message import DecodeError, Message
 
-from dataplane.buffered_stream import write_buffered
+from dataplane.buffered_stream import serialize, write_buffered
 
 __all__ = ("add_servicer",)
 
@@ -158,8 +158,10 @@ def add_servicer(
             behavior = _unary_unary(method, req_cls)
         if gate is not None:
             behavior = _gated(behavior, gate, m.server_streaming)
+        # a buffered stream may carry responses already encoded (buffered_stream.Encoded)
+        serializer = serialize if m.name in buffered else resp_cls.SerializeToString
         handler = _HANDLER_FACTORIES[(m.client_streaming, m.server_streaming)](
-            behavior, response_serializer=resp_cls.SerializeToString
+            behavior, response_serializer=serializer
         )
         handlers[m.name] = handler
     # Generic handlers only. Registering the methods too (add_registered_method_handlers) saves a dict

@@ -1,8 +1,13 @@
-"""Compile the store's C extension (``dataplane/store/_record_codec.c``) next to its source.
+"""Compile the C extensions next to their sources.
 
-Run by the packaging hook (``scripts/hatch_build.py``) whenever uv builds the project, and by hand
-after editing the C file: ``uv run python scripts/build_ext.py``. Without a compiler the store falls
-back to the pure-Python encoder (``dataplane/store/record.py``), slower but byte-identical.
+- ``dataplane/store/_record_codec.c``: the store's batch encoder and queue writers (without it the
+  store falls back to the pure-Python encoder in ``dataplane/store/record.py``);
+- ``dataplane/_v2_codec.c``: the encoder of received v2 messages (without it the broker builds them
+  with protobuf's Python API, ``dataplane/services/consume.py::fill_v2_message``).
+
+Both fallbacks are slower and produce the same bytes. Run by the packaging hook
+(``scripts/hatch_build.py``) whenever uv builds the project, and by hand after editing a C file:
+``uv run python scripts/build_ext.py``.
 """
 
 from __future__ import annotations
@@ -13,17 +18,23 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULE = "dataplane.store._record_codec"
-SOURCE = "dataplane/store/_record_codec.c"
+EXTENSIONS = {  # module -> source
+    "dataplane.store._record_codec": "dataplane/store/_record_codec.c",
+    "dataplane._v2_codec": "dataplane/_v2_codec.c",
+}
+SOURCE = ", ".join(EXTENSIONS.values())  # for the packaging hook's message
 
 
-def build(root: Path = ROOT) -> Path:
-    """Build the extension in place under ``root``; returns the path of the shared object."""
+def build(root: Path = ROOT) -> list[Path]:
+    """Build the extensions in place under ``root``; returns the paths of the shared objects."""
     # setuptools only as a compiler driver: it knows this interpreter's flags and suffix
     from setuptools import Distribution, Extension  # type: ignore[import-untyped]
 
-    extension = Extension(MODULE, [SOURCE], extra_compile_args=["-O2", "-std=c11", "-Wall"])
-    dist = Distribution({"name": "mqcloud-record-codec", "ext_modules": [extension], "script_name": "build"})
+    extensions = [
+        Extension(module, [source], extra_compile_args=["-O2", "-std=c11", "-Wall"])
+        for module, source in EXTENSIONS.items()
+    ]
+    dist = Distribution({"name": "mqcloud-codecs", "ext_modules": extensions, "script_name": "build"})
     dist.src_root = str(root)
     command = dist.get_command_obj("build_ext")
     command.inplace = True  # type: ignore[attr-defined]
@@ -36,8 +47,9 @@ def build(root: Path = ROOT) -> Path:
             command.run()
         finally:
             os.chdir(here)
-    return root / str(command.get_ext_filename(MODULE))  # type: ignore[attr-defined]
+    return [root / str(command.get_ext_filename(module)) for module in EXTENSIONS]  # type: ignore[attr-defined]
 
 
 if __name__ == "__main__":
-    print(build(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT))
+    for path in build(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT):
+        print(path)

@@ -1,8 +1,10 @@
-"""Packaging hook: compile the store's C encoder whenever uv (through hatchling) builds the project.
+"""Packaging hook: compile the C encoders (scripts/build_ext.py) whenever uv (through hatchling)
+builds the project.
 
-An editable install (``uv sync``, ``make venv``) leaves the shared object next to its source; a wheel
-(the container image) carries it. A failed compile is reported and the build goes on: the store then
-appends with the pure-Python encoder and ``tests/unit/store/test_record.py`` says so.
+An editable install (``uv sync``, ``make venv``) leaves the shared objects next to their sources; a
+wheel (the container image) carries them. A failed compile is reported and the build goes on: the
+store then appends with the pure-Python encoder, the broker builds received messages with protobuf's
+Python API, and ``tests/unit/store/test_record.py`` and ``tests/unit/dataplane/test_v2_codec.py`` say so.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class RecordCodecBuildHook(BuildHookInterface):  # type: ignore[misc]
             print(f"mqcloud: could not compile {module.SOURCE} ({exc}); using Python's", file=sys.stderr)
             return
         if version != "editable":
-            build_data["force_include"][str(built)] = str(built.relative_to(root))
+            for path in built:
+                build_data["force_include"][str(path)] = str(path.relative_to(root))
             build_data["pure_python"] = False
             build_data["infer_tag"] = True

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from dataplane.broker import Broker
+from dataplane.buffered_stream import Encoded
 from dataplane.clients import CLIENT_ID_HEADER, header
 from dataplane.errors import NotImplementedYet, ok_status
 from dataplane.services import consume, offsets, produce, route, telemetry
@@ -50,7 +51,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
 
     def ReceiveMessage(
         self, request: svc.ReceiveMessageRequest, context: Any
-    ) -> AsyncIterator[svc.ReceiveMessageResponse]:
+    ) -> AsyncIterator[svc.ReceiveMessageResponse | Encoded]:
         # Returns the stream instead of re-yielding it: one async-generator step less per message
         # (dataplane.wire registers an async generator around it, as grpc.aio requires).
         self.broker.clients.touch(call_metadata(context), context.peer())

@@ -205,6 +205,10 @@ class MessageAdminServicer(messages_pb2_grpc.MessageAdminServicer):  # type: ign
             sp.message_group = request.message_group
             sp.message_type = pb.MessageType.FIFO
         elif request.delivery_time_ms > 0:
+            max_delay = self.broker.settings.max_delay_ms
+            if request.delivery_time_ms - int(time.time() * 1000) > max_delay:  # checked before a
+                # Timestamp is built from it: past year 9999 that raises, and the call ended UNKNOWN
+                raise _invalid(f"delivery_time_ms is more than {max_delay} ms ahead")
             sp.delivery_timestamp.FromMilliseconds(request.delivery_time_ms)
             sp.message_type = pb.MessageType.DELAY
         else:

@@ -107,6 +107,10 @@ def test_test_message_and_its_trace(admin: BrokerAdminClient, v2: V2, msgs: Mess
     with pytest.raises(BrokerAdminError) as err:
         msgs.send_test_message("acme%orders", b"")
     assert err.value.code == "INVALID_ARGUMENT"
+    for too_late in (int(time.time() * 1000) + 4 * 86_400_000, 2**63 - 1):  # past the 3-day limit
+        with pytest.raises(BrokerAdminError, match="more than 259200000 ms ahead") as err:
+            msgs.send_test_message("acme%orders", b"x", delivery_time_ms=too_late)
+        assert err.value.code == "INVALID_ARGUMENT"
 
 
 def test_trace_survives_a_restart(

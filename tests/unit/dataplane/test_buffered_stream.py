@@ -17,7 +17,7 @@ import pytest
 from google.protobuf import wrappers_pb2
 
 from dataplane import buffered_stream
-from dataplane.buffered_stream import write_buffered
+from dataplane.buffered_stream import Encoded, serialize, write_buffered
 
 PAUSE_S = 0.5
 
@@ -86,3 +86,35 @@ async def test_a_large_stream_is_not_held_back_by_the_write_buffer() -> None:
     arrivals = await _arrivals(400, size=1024)  # 400 KiB before the pause
     assert [value for value, _ in arrivals] == [f"r{i}" for i in range(400)] + ["last"]
     assert arrivals[200][1] < PAUSE_S, arrivals[200]  # sent before the pause, not held for it
+
+
+async def _mixed(request: bytes, context: Any) -> None:
+    async def responses() -> AsyncIterator[wrappers_pb2.StringValue | Encoded]:
+        yield Encoded(wrappers_pb2.StringValue(value="first, encoded").SerializeToString(), 0)
+        yield wrappers_pb2.StringValue(value="protobuf")
+        yield Encoded(wrappers_pb2.StringValue(value="encoded").SerializeToString(), 0)
+
+    await write_buffered(context, responses())
+
+
+@pytest.mark.parametrize("hinted", [True, False])
+async def test_encoded_responses_go_out_as_they_are(hinted: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Encoded responses (the receive path's compiled messages) mixed with protobuf ones, through the
+    # hinted writes and through context.write with the serializer the broker registers (serialize)
+    monkeypatch.setattr(buffered_stream, "AVAILABLE", hinted)
+    server = grpc.aio.server()
+    handler = grpc.unary_stream_rpc_method_handler(_mixed, response_serializer=serialize)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("t.Stream", {"Run": handler}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            call = channel.unary_stream(
+                "/t.Stream/Run",
+                request_serializer=lambda raw: raw,
+                response_deserializer=wrappers_pb2.StringValue.FromString,
+            )
+            values = [response.value async for response in call(b"", timeout=10)]
+    finally:
+        await server.stop(None)
+    assert values == ["first, encoded", "protobuf", "encoded"]
