@@ -1,11 +1,15 @@
-/* Compiled encoder of received messages: a stored record as the bytes of a v2 ReceiveMessageResponse.
+/* Compiled hot paths of the v2 receive: received messages and receipt handles.
  *
- * The receive path built each message field by field through protobuf's Python API and then
- * serialized it (~14 us a message here, a tenth of what the broker's loop thread spends per consumed
- * message). This writes the same protobuf fields straight into one bytes object. The rules (which
- * store property becomes which system property, which properties are the user's) are those of
+ * encode_received: a stored record as the bytes of a v2 ReceiveMessageResponse. The receive path
+ * built each message field by field through protobuf's Python API and then serialized it (~14 us a
+ * message here, about a tenth of what the broker's loop thread spent per consumed message). This
+ * writes the same protobuf fields straight into one bytes object. The rules (which store property
+ * becomes which system property, which properties are the user's) are those of
  * dataplane.services.consume.fill_v2_message, which stays the reference: the tests parse both
  * encodings and compare them field by field, for every kind of message.
+ *
+ * receipt_encode / receipt_decode: ReceiptCodec's version-2 handles (dataplane/receipt.py), issued on
+ * every delivery and verified on every ack; anything else is left to the Python code.
  *
  * Field numbers are apache.rocketmq.v2's (proto/apache/rocketmq/v2/definition.proto):
  *   ReceiveMessageResponse.message = 2
@@ -20,6 +24,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -32,7 +37,7 @@ enum { DIGEST_MD5 = 2, ENCODING_IDENTITY = 1, ENCODING_GZIP = 2, TYPE_NORMAL = 1
 /* Handed over once by configure(): hashlib.md5, the hidden property names, the property keys. */
 static PyObject *md5_fn, *hidden_keys;
 static PyObject *k_tags, *k_keys, *k_uniq, *k_type, *k_group, *k_born_host, *k_trace, *k_encoding,
-    *k_deliver_ms, *k_dlq_topic, *s_gzip, *s_msg_id;
+    *k_deliver_ms, *k_dlq_topic, *s_gzip, *s_msg_id, *s_copy, *s_update, *s_digest;
 
 typedef struct {
     char *data;
@@ -155,7 +160,7 @@ static int put_md5(Buf *b, PyObject *body)
     PyObject *h = PyObject_CallOneArg(md5_fn, body);
     if (h == NULL)
         return -1;
-    PyObject *digest = PyObject_CallMethod(h, "digest", NULL);
+    PyObject *digest = PyObject_CallMethodNoArgs(h, s_digest);
     Py_DECREF(h);
     if (digest == NULL)
         return -1;
@@ -417,6 +422,240 @@ done:
     return out;
 }
 
+/* Receipt handles (dataplane/receipt.py has the layout): base64url(payload) "." base64url(tag), the
+ * payload "2|queue id|offset|nonce|invisible until|group|topic" and the tag its keyed BLAKE2b, through
+ * the codec's hashlib object (copied per use, as the Python code does). */
+
+static const char B64URL[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+#define MAX_HANDLE 2048
+#define TAG_SIZE 16
+
+static Py_ssize_t b64_len(Py_ssize_t n) { return n / 3 * 4 + (n % 3 ? n % 3 + 1 : 0); }
+
+static Py_UCS1 *b64_write(Py_UCS1 *out, const unsigned char *in, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
+        *out++ = B64URL[v >> 18];
+        *out++ = B64URL[(v >> 12) & 63];
+        *out++ = B64URL[(v >> 6) & 63];
+        *out++ = B64URL[v & 63];
+    }
+    if (n - i == 1) {
+        uint32_t v = (uint32_t)in[i] << 16;
+        *out++ = B64URL[v >> 18];
+        *out++ = B64URL[(v >> 12) & 63];
+    } else if (n - i == 2) {
+        uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8;
+        *out++ = B64URL[v >> 18];
+        *out++ = B64URL[(v >> 12) & 63];
+        *out++ = B64URL[(v >> 6) & 63];
+    }
+    return out;
+}
+
+static int b64_digit(Py_UCS1 c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    return c == '-' ? 62 : c == '_' ? 63 : -1;
+}
+
+/* Strict base64url without padding into ``out``; the decoded length, or -1 (left to Python's path) */
+static Py_ssize_t b64_read(const Py_UCS1 *in, Py_ssize_t n, unsigned char *out)
+{
+    if (n % 4 == 1)
+        return -1;
+    Py_ssize_t o = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int d = b64_digit(in[i]);
+        if (d < 0)
+            return -1;
+        acc = acc << 6 | (uint32_t)d;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (unsigned char)(acc >> bits);
+            acc &= (1u << bits) - 1;
+        }
+    }
+    return o; /* leftover bits ignored, as binascii does */
+}
+
+/* The keyed BLAKE2b tag of ``payload``: mac.copy(), update, digest */
+static PyObject *tag_of(PyObject *mac, const char *payload, Py_ssize_t n)
+{
+    PyObject *m = PyObject_CallMethodNoArgs(mac, s_copy);
+    if (m == NULL)
+        return NULL;
+    PyObject *data = PyBytes_FromStringAndSize(payload, n);
+    PyObject *done = data ? PyObject_CallMethodOneArg(m, s_update, data) : NULL;
+    Py_XDECREF(data);
+    PyObject *tag = done ? PyObject_CallMethodNoArgs(m, s_digest) : NULL;
+    Py_XDECREF(done);
+    Py_DECREF(m);
+    if (tag != NULL && (!PyBytes_Check(tag) || PyBytes_GET_SIZE(tag) != TAG_SIZE)) {
+        Py_DECREF(tag);
+        PyErr_SetString(PyExc_ValueError, "the receipt MAC must give 16 bytes");
+        return NULL;
+    }
+    return tag;
+}
+
+/* receipt_encode(mac, group, topic, queue_id, offset, nonce, until) -> str (ReceiptCodec.encode_parts) */
+static PyObject *receipt_encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7 || !PyUnicode_Check(args[1]) || !PyUnicode_Check(args[2]) || !PyUnicode_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "receipt_encode(mac, group, topic, queue_id, offset, nonce, until)");
+        return NULL;
+    }
+    long long qid = PyLong_AsLongLong(args[3]), offset = PyLong_AsLongLong(args[4]),
+              until = PyLong_AsLongLong(args[6]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_ssize_t glen, tlen, nlen;
+    const char *group = PyUnicode_AsUTF8AndSize(args[1], &glen);
+    const char *topic = group ? PyUnicode_AsUTF8AndSize(args[2], &tlen) : NULL;
+    const char *nonce = topic ? PyUnicode_AsUTF8AndSize(args[5], &nlen) : NULL;
+    if (nonce == NULL)
+        return NULL;
+    Py_ssize_t cap = 2 + 3 * 21 + 4 + glen + tlen + nlen;
+    char small[512];
+    char *payload = cap <= (Py_ssize_t)sizeof(small) ? small : PyMem_Malloc(cap);
+    if (payload == NULL)
+        return PyErr_NoMemory();
+    int head = snprintf(payload, 2 + 3 * 21 + 4, "2|%lld|%lld|", qid, offset);
+    Py_ssize_t n = head;
+    memcpy(payload + n, nonce, nlen);
+    n += nlen;
+    n += snprintf(payload + n, 24, "|%lld|", until);
+    memcpy(payload + n, group, glen);
+    n += glen;
+    payload[n++] = '|';
+    memcpy(payload + n, topic, tlen);
+    n += tlen;
+    PyObject *out = NULL, *tag = tag_of(args[0], payload, n);
+    if (tag != NULL) {
+        out = PyUnicode_New(b64_len(n) + 1 + b64_len(TAG_SIZE), 127);
+        if (out != NULL) {
+            Py_UCS1 *p = b64_write(PyUnicode_1BYTE_DATA(out), (const unsigned char *)payload, n);
+            *p++ = '.';
+            b64_write(p, (const unsigned char *)PyBytes_AS_STRING(tag), TAG_SIZE);
+        }
+        Py_DECREF(tag);
+    }
+    if (payload != small)
+        PyMem_Free(payload);
+    return out;
+}
+
+/* A canonical decimal integer (what receipt_encode writes) in [s, e); 0 when it is anything else */
+static int parse_int(const char *s, const char *e, long long *out)
+{
+    int negative = s < e && *s == '-';
+    s += negative;
+    if (s == e || e - s > 19 || (*s == '0' && e - s > 1))
+        return 0;
+    unsigned long long v = 0;
+    for (; s < e; s++) {
+        if (*s < '0' || *s > '9')
+            return 0;
+        v = v * 10 + (unsigned long long)(*s - '0'); /* 19 digits fit in 64 unsigned bits */
+    }
+    if (v > (unsigned long long)LLONG_MAX + negative)
+        return 0;
+    *out = negative ? (long long)(0 - v) : (long long)v;
+    return 1;
+}
+
+/* receipt_decode(mac, text, handle_type) -> handle_type(group, topic, queue_id, offset, nonce, until)
+ * for a well-formed, correctly tagged version-2 handle; None for anything else, which
+ * ReceiptCodec.decode then takes apart in Python (v1 handles, and the precise error to answer). */
+static PyObject *receipt_decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyType_Check(args[2]) || !PyType_IsSubtype((PyTypeObject *)args[2], &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "receipt_decode(mac, text, handle_type)");
+        return NULL;
+    }
+    PyObject *text = args[1];
+    if (!PyUnicode_Check(text) || PyUnicode_KIND(text) != PyUnicode_1BYTE_KIND || !PyUnicode_IS_ASCII(text))
+        Py_RETURN_NONE;
+    Py_ssize_t len = PyUnicode_GET_LENGTH(text);
+    const Py_UCS1 *chars = PyUnicode_1BYTE_DATA(text);
+    if (len == 0 || len > MAX_HANDLE)
+        Py_RETURN_NONE;
+    const Py_UCS1 *dot = memchr(chars, '.', len);
+    if (dot == NULL || memchr(dot + 1, '.', len - (dot - chars) - 1) != NULL)
+        Py_RETURN_NONE;
+    unsigned char payload[MAX_HANDLE], sig[MAX_HANDLE];
+    Py_ssize_t n = b64_read(chars, dot - chars, payload);
+    Py_ssize_t sig_len = n < 0 ? -1 : b64_read(dot + 1, len - (dot - chars) - 1, sig);
+    if (sig_len != TAG_SIZE || n < 2 || payload[0] != '2' || payload[1] != '|')
+        Py_RETURN_NONE;
+    PyObject *tag = tag_of(args[0], (const char *)payload, n);
+    if (tag == NULL)
+        return NULL;
+    const unsigned char *expected = (const unsigned char *)PyBytes_AS_STRING(tag);
+    unsigned char diff = 0;
+    for (int i = 0; i < TAG_SIZE; i++) /* every byte compared: no early exit on a mismatch */
+        diff |= (unsigned char)(expected[i] ^ sig[i]);
+    Py_DECREF(tag);
+    if (diff)
+        Py_RETURN_NONE;
+    const char *p = (const char *)payload, *end = p + n, *field[7];
+    Py_ssize_t size[7];
+    for (int i = 0; i < 7; i++) { /* split("|", 6): the topic is the rest */
+        const char *bar = i < 6 ? memchr(p, '|', end - p) : end;
+        if (bar == NULL)
+            Py_RETURN_NONE;
+        field[i] = p;
+        size[i] = bar - p;
+        p = bar + (i < 6);
+    }
+    long long qid, offset, until;
+    if (!parse_int(field[1], field[1] + size[1], &qid) || !parse_int(field[2], field[2] + size[2], &offset) ||
+        !parse_int(field[4], field[4] + size[4], &until))
+        Py_RETURN_NONE;
+    PyObject *group = PyUnicode_DecodeUTF8(field[5], size[5], "strict");
+    PyObject *topic = group ? PyUnicode_DecodeUTF8(field[6], size[6], "strict") : NULL;
+    PyObject *nonce = topic ? PyUnicode_DecodeUTF8(field[3], size[3], "strict") : NULL;
+    if (nonce == NULL) {
+        Py_XDECREF(group);
+        Py_XDECREF(topic);
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+            return NULL;
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    PyTypeObject *type = (PyTypeObject *)args[2];
+    PyObject *handle = type->tp_alloc(type, 6);
+    PyObject *q = PyLong_FromLongLong(qid), *o = PyLong_FromLongLong(offset), *u = PyLong_FromLongLong(until);
+    if (handle == NULL || q == NULL || o == NULL || u == NULL) {
+        Py_XDECREF(handle);
+        Py_XDECREF(q);
+        Py_XDECREF(o);
+        Py_XDECREF(u);
+        Py_DECREF(group);
+        Py_DECREF(topic);
+        Py_DECREF(nonce);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(handle, 0, group);
+    PyTuple_SET_ITEM(handle, 1, topic);
+    PyTuple_SET_ITEM(handle, 2, q);
+    PyTuple_SET_ITEM(handle, 3, o);
+    PyTuple_SET_ITEM(handle, 4, nonce);
+    PyTuple_SET_ITEM(handle, 5, u);
+    return handle;
+}
+
 /* configure(md5, hidden_keys, names): names maps the Python builder's property constants to text */
 static PyObject *configure(PyObject *self, PyObject *args)
 {
@@ -450,19 +689,27 @@ static PyMethodDef methods[] = {
     {"encode_received", (PyCFunction)(void (*)(void))encode_received, METH_FASTCALL,
      "encode_received(stored, topic, store_host, receipt_handle, attempt, invisible_ms) -> bytes of a "
      "ReceiveMessageResponse carrying the message; fill_v2_message's rules."},
+    {"receipt_encode", (PyCFunction)(void (*)(void))receipt_encode, METH_FASTCALL,
+     "receipt_encode(mac, group, topic, queue_id, offset, nonce, until) -> a version-2 receipt handle."},
+    {"receipt_decode", (PyCFunction)(void (*)(void))receipt_decode, METH_FASTCALL,
+     "receipt_decode(mac, text, handle_type) -> the handle's fields as handle_type, or None when text is "
+     "not a well-formed, correctly tagged version-2 handle."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "_v2_codec", "Compiled encoder of received v2 messages (see consume.py).", -1,
-    methods,
+    PyModuleDef_HEAD_INIT, "_v2_codec",
+    "Compiled received messages and receipt handles (consume.py, receipt.py).", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__v2_codec(void)
 {
     s_gzip = PyUnicode_InternFromString("GZIP");
     s_msg_id = PyUnicode_InternFromString("msg_id");
-    if (s_gzip == NULL || s_msg_id == NULL)
+    s_copy = PyUnicode_InternFromString("copy");
+    s_update = PyUnicode_InternFromString("update");
+    s_digest = PyUnicode_InternFromString("digest");
+    if (s_gzip == NULL || s_msg_id == NULL || s_copy == NULL || s_update == NULL || s_digest == NULL)
         return NULL;
     return PyModule_Create(&module_def);
 }

@@ -13,6 +13,10 @@ the version in the payload names the 16-byte tag:
 The version is inside the signed payload, so a tag is only ever checked with the algorithm its own
 version names: a v1 tag never verifies a v2 payload, nor the other way round.
 
+Version-2 handles are issued and verified by the compiled codec (``dataplane/_v2_codec.c``, ~1.5 us
+each way against ~4 and ~9 us here); it hands anything else (v1 handles, forged or malformed text)
+to the Python code below, which is its reference and says why a handle is refused.
+
 The signature makes handles unforgeable; the nonce makes them single-use: the broker keeps the
 current nonce per in-flight message, and ChangeInvisibleDuration or an ack retires it, so an older
 handle is refused (INVALID_RECEIPT_HANDLE). The secret lives in ``{data_dir}/receipt.secret``.
@@ -21,12 +25,12 @@ handle is refused (INVALID_RECEIPT_HANDLE). The secret lives in ``{data_dir}/rec
 from __future__ import annotations
 
 import binascii
-import dataclasses
 import hashlib
 import hmac
 import os
 import secrets
 from pathlib import Path
+from typing import NamedTuple
 
 from dataplane.errors import InvalidReceiptHandle
 
@@ -38,8 +42,9 @@ _MAX_HANDLE = 2048
 _TAG = 16
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class ReceiptHandle:
+class ReceiptHandle(NamedTuple):
+    """The fields of a verified handle (a NamedTuple: the compiled decoder builds it directly)."""
+
     group: str
     topic: str
     queue_id: int
@@ -47,6 +52,13 @@ class ReceiptHandle:
     nonce: str
     invisible_until_ms: int
 
+
+try:  # the compiled codec (dataplane/_v2_codec.c); the same handles as the Python code below
+    from dataplane import _v2_codec  # type: ignore[attr-defined]
+
+    _compiled_decode, _compiled_encode = _v2_codec.receipt_decode, _v2_codec.receipt_encode
+except ImportError:  # pragma: no cover - no compiler where the broker was built
+    _compiled_decode = _compiled_encode = None
 
 _TO_URL = bytes.maketrans(b"+/", b"-_")
 _FROM_URL = bytes.maketrans(b"-_", b"+/")
@@ -89,6 +101,14 @@ class ReceiptCodec:
         self, group: str, topic: str, queue_id: int, offset: int, nonce: str, invisible_until_ms: int
     ) -> str:
         """:meth:`encode` of the handle with these fields, without building it (the receive path)."""
+        if _compiled_encode is not None:
+            text: str = _compiled_encode(self._mac, group, topic, queue_id, offset, nonce, invisible_until_ms)
+            return text
+        return self._encode_parts_py(group, topic, queue_id, offset, nonce, invisible_until_ms)
+
+    def _encode_parts_py(
+        self, group: str, topic: str, queue_id: int, offset: int, nonce: str, invisible_until_ms: int
+    ) -> str:
         until = int(invisible_until_ms)
         data = f"{_VERSION}|{int(queue_id)}|{int(offset)}|{nonce}|{until}|{group}|{topic}".encode()
         mac = self._mac.copy()
@@ -97,6 +117,14 @@ class ReceiptCodec:
 
     def decode(self, text: str) -> ReceiptHandle:
         """Verify and parse; raises InvalidReceiptHandle on anything malformed or forged."""
+        if _compiled_decode is not None:
+            handle: ReceiptHandle | None = _compiled_decode(self._mac, text, ReceiptHandle)
+            if handle is not None:
+                return handle
+        # v1 handles, and anything the compiled decoder did not take: verified (or refused) here
+        return self._decode_py(text)
+
+    def _decode_py(self, text: str) -> ReceiptHandle:
         if not text or len(text) > _MAX_HANDLE or text.count(".") != 1:
             raise InvalidReceiptHandle("malformed receipt handle")
         body, sig = text.split(".")

@@ -1,4 +1,4 @@
-"""The compiled encoder of received messages writes what the Python builder writes.
+"""The compiled receive path (dataplane/_v2_codec.c) writes and reads what the Python code does.
 
 ``dataplane/_v2_codec.c`` turns a stored record into the bytes of a ``ReceiveMessageResponse``;
 ``fill_v2_message`` (pinned against the constructor-built reference in test_consume_fast_path.py) is
@@ -15,6 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dataplane import receipt
+from dataplane.errors import InvalidReceiptHandle
+from dataplane.receipt import ReceiptCodec, ReceiptHandle
 from dataplane.services import consume
 from dataplane.services import produce as p
 from dataplane.services.consume import P_DLQ_QUEUE, encode_received
@@ -187,3 +190,66 @@ def test_random_messages_encode_as_the_python_builder_does(
         properties, body, queue_id=queue_id, queue_offset=queue_offset, store_ms=store_ms, born_ms=born_ms
     )
     _assert_same(stored, store_host, handle, attempt, invisible_ms)
+
+
+# Receipt handles: ReceiptCodec issues and verifies version-2 handles through the compiled codec; the
+# Python code (pinned to a standard-library reference in test_consume_fast_path.py) is its reference.
+
+SECRET = b"s" * 32
+
+
+def _python_handle(codec: ReceiptCodec, handle: ReceiptHandle) -> str:
+    return codec._encode_parts_py(*handle)
+
+
+@settings(max_examples=300, deadline=None)
+@given(  # names as the broker validates them: no surrogates, and no "|" but in the last field
+    group=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="|"), max_size=40),
+    topic=st.text(st.characters(blacklist_categories=("Cs",)), max_size=40),
+    queue_id=st.integers(-(2**31), 2**31 - 1),
+    offset=st.integers(0, 2**63 - 1),
+    nonce=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="|"), max_size=20),
+    until=st.integers(-(2**63), 2**63 - 1),
+)
+def test_handles_are_issued_and_read_as_the_python_codec_does(
+    group: str, topic: str, queue_id: int, offset: int, nonce: str, until: int
+) -> None:
+    codec = ReceiptCodec(SECRET)
+    handle = ReceiptHandle(group, topic, queue_id, offset, nonce, until)
+    text = codec.encode(handle)
+    assert receipt._compiled_encode is not None and text == _python_handle(codec, handle)
+    decoded = receipt._compiled_decode(codec._mac, text, ReceiptHandle)
+    assert decoded == handle and type(decoded) is ReceiptHandle
+    assert codec.decode(text) == codec._decode_py(text) == handle
+
+
+def test_the_compiled_decoder_leaves_everything_else_to_the_python_code() -> None:
+    codec = ReceiptCodec(SECRET)
+    text = codec.encode(ReceiptHandle("acme%g", "acme%t", 3, 42, "00ff00ff00ff00ff", 1_700_000_000_000))
+    body, tag = text.split(".")
+    flipped = tag[:-2] + ("A" if tag[-2] != "A" else "B") + tag[-1]
+    other_key = ReceiptCodec(b"t" * 32).encode(ReceiptHandle("acme%g", "acme%t", 3, 42, "00", 1))
+    refused = {
+        "forged tag": f"{body}.{flipped}",
+        "another broker's secret": other_key,
+        "v1 layout": receipt_v1(codec, "acme%g", "acme%t"),
+        "two dots": f"{body}.{tag}.x",
+        "no dot": body,
+        "not base64url": f"{body}+.{tag}",
+        "non-ASCII": f"{body}é.{tag}",
+        "short tag": f"{body}.{tag[:-3]}",
+        "too long": f"{body}{'A' * 2100}.{tag}",
+        "empty": "",
+    }
+    for why, bad in refused.items():
+        assert receipt._compiled_decode(codec._mac, bad, ReceiptHandle) is None, why
+    assert codec.decode(refused["v1 layout"]) == ReceiptHandle("acme%g", "acme%t", 1, 2, "ab", 3)
+    for why in ("forged tag", "another broker's secret", "two dots", "non-ASCII", "short tag", "empty"):
+        with pytest.raises(InvalidReceiptHandle):
+            codec.decode(refused[why])
+
+
+def receipt_v1(codec: ReceiptCodec, group: str, topic: str) -> str:
+    """A handle as brokers before version 2 issued it (HMAC-SHA256), through the codec's v1 path."""
+    payload = f"1|1|2|ab|3|{group}|{topic}".encode()
+    return f"{receipt._b64(payload)}.{receipt._b64(codec._sign(payload))}"
