@@ -219,6 +219,19 @@ class PopState:
         if self._journal_records >= self._compact_after:
             self.compact()
 
+    def _append_lines(self, lines: list[str]) -> None:
+        """:meth:`_append_line` for each of ``lines``, with one write."""
+        self._journal.write("".join(lines))
+        if self.sink is not None:
+            self._outbox.extend(lines)
+        self._journal_records += len(lines)
+        if self._batch_depth:
+            self._dirty = True
+        else:
+            self._flush_journal()
+        if self._journal_records >= self._compact_after:
+            self.compact()
+
     def _flush_journal(self) -> None:
         self._dirty = False
         self._journal.flush()
@@ -392,6 +405,33 @@ class PopState:
         self._commit(group, topic, queue_id, before)
         return entry
 
+    def deliver_new(
+        self, group: str, topic: str, queue_id: int, offsets: list[int], until_ms: int
+    ) -> list[InFlight]:
+        """First deliveries (attempt 1) of ``offsets`` of one queue, in order: what :meth:`deliver`
+        with ``next_offset = offset + 1`` does for each, with the journal written once and the
+        committed offset looked at once (a receive takes its new messages this way)."""
+        pos = self.position(group, topic, queue_id)
+        before = pos.committed()
+        put = pos.put
+        following = pos.next_offset
+        head = f'{{"op":"pop","g":{_json_str(group)},"t":{_json_str(topic)},"q":{int(queue_id)},"o":'
+        tail = f',"a":1,"u":{int(until_ms)},"next":'
+        entries = []
+        lines = []
+        for offset in offsets:
+            nonce = new_nonce()
+            entry = InFlight(offset, nonce, 1, until_ms, False)
+            put(entry)
+            if offset + 1 > following:
+                following = offset + 1
+            entries.append(entry)
+            lines.append(f'{head}{int(offset)},"n":"{nonce}"{tail}{following}}}\n')
+        pos.next_offset = following
+        self._append_lines(lines)
+        self._commit(group, topic, queue_id, before)
+        return entries
+
     def hold(
         self, group: str, topic: str, queue_id: int, offset: int, message_group: str, next_offset: int
     ) -> None:
@@ -437,6 +477,25 @@ class PopState:
         )
         self._commit(group, topic, queue_id, before)
         return bool(pos.held)
+
+    def ack_many(self, group: str, topic: str, queue_id: int, offsets: list[int]) -> bool:
+        """:meth:`ack` of each of ``offsets`` (one queue), with one journal write and one look at
+        the committed offset; True when the queue holds FIFO messages that may now be deliverable."""
+        pos = self.position(group, topic, queue_id)
+        before = pos.committed()
+        drop = pos.drop
+        groups, held = pos.groups, pos.held
+        head = f'{{"op":"ack","g":{_json_str(group)},"t":{_json_str(topic)},"q":{int(queue_id)},"o":'
+        lines = []
+        for offset in offsets:
+            drop(offset)
+            if groups:
+                groups.pop(offset, None)
+                held.discard(offset)
+            lines.append(f"{head}{int(offset)}}}\n")
+        self._append_lines(lines)
+        self._commit(group, topic, queue_id, before)
+        return bool(held)
 
     def reset(self, group: str, topic: str, queue_id: int, next_offset: int) -> None:
         """Move the cursor (UpdateOffset); in-flight messages of that queue are dropped."""

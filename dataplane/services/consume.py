@@ -9,6 +9,7 @@ import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator
+from itertools import repeat
 from typing import Any
 
 from google.protobuf import duration_pb2, timestamp_pb2
@@ -389,13 +390,15 @@ def _try_pop(
         )
         if result.next_begin_offset < pos.next_offset and not result.messages:
             continue
-        for stored in result.messages:
-            if P_REDRIVE_GROUP in stored.properties and _other_group(stored, base_group(group.name)):
-                continue
-            entry = pop.deliver(
-                group.name, topic, qid, stored.queue_offset, 1, now + invisible_ms, stored.queue_offset + 1
-            )
-            out.append(_Popped(stored, entry, 1))
+        taken = [
+            stored
+            for stored in result.messages
+            if P_REDRIVE_GROUP not in stored.properties or not _other_group(stored, base_group(group.name))
+        ]
+        if taken:
+            offsets = [stored.queue_offset for stored in taken]
+            entries = pop.deliver_new(group.name, topic, qid, offsets, now + invisible_ms)
+            out += map(_Popped, taken, entries, repeat(1))
         pop.advance(group.name, topic, qid, result.next_begin_offset)
     return out
 
@@ -638,13 +641,24 @@ def ack_message(broker: Broker, request: svc.AckMessageRequest, header_ns: str) 
     response = svc.AckMessageResponse()
     results = response.entries
     acked: list[tuple[str, int]] = []  # (message id, attempt) for the trace
+    per_queue: dict[tuple[str, int], list[int]] = {}  # (POP group, queue id) -> offsets to ack
+    seen: set[tuple[str, int, int]] = set()
     wake = False
     with pop.batch():
         for entry in request.entries:
             receipt_handle = entry.receipt_handle
             try:
                 handle, entry_ = _checked_handle(broker, receipt_handle, group, topic)
-                wake = pop.ack(handle.group, topic, handle.queue_id, handle.offset) or wake
+                where = (handle.group, handle.queue_id, handle.offset)
+                if where in seen:  # twice in one request: the second finds it acked, as one by one
+                    raise InvalidReceiptHandle("receipt handle is stale (acked, renewed or redelivered)")
+                seen.add(where)
+                queue = (handle.group, handle.queue_id)
+                offsets = per_queue.get(queue)
+                if offsets is None:
+                    per_queue[queue] = [handle.offset]
+                else:
+                    offsets.append(handle.offset)
                 status = OK_STATUS
                 acked.append((entry.message_id, entry_.attempt))
             except BrokerError as exc:
@@ -653,6 +667,8 @@ def ack_message(broker: Broker, request: svc.AckMessageRequest, header_ns: str) 
             result.message_id = entry.message_id
             result.receipt_handle = receipt_handle
             result.status.CopyFrom(status)
+        for (pop_group, queue_id), offsets in per_queue.items():
+            wake = pop.ack_many(pop_group, topic, queue_id, offsets) or wake
     broker.tracer.record_many(acked, topic, "acked", group=group)
     if wake:  # a FIFO message group became free: its held message can go to a waiting receive
         broker.wake(topic)

@@ -106,6 +106,42 @@ def test_send_receive_ack(admin: BrokerAdminClient, v2: V2) -> None:
     assert status_code(v2.receive("g1", "orders", poll_s=1)) == pb.Code.MESSAGE_NOT_FOUND
 
 
+def test_one_ack_for_a_receive_across_queues_with_a_repeated_entry(admin: BrokerAdminClient, v2: V2) -> None:
+    _setup(admin)  # four queues
+    sent = [
+        pb.Message(
+            topic=v2.res("orders"),
+            body=f"m{i}".encode(),
+            system_properties=pb.SystemProperties(
+                message_id=f"ID-{i}", message_type=pb.NORMAL, queue_id=i % 4
+            ),
+        )
+        for i in range(12)
+    ]
+    assert (
+        v2.stub.SendMessage(svc.SendMessageRequest(messages=sent), metadata=v2.md).status.code == pb.Code.OK
+    )
+    got = messages(v2.receive("g1", "orders", batch=32))
+    assert len(got) == 12 and {m.system_properties.queue_id for m in got} == {0, 1, 2, 3}
+    entries = [
+        svc.AckMessageEntry(
+            message_id=m.system_properties.message_id, receipt_handle=m.system_properties.receipt_handle
+        )
+        for m in [*got, got[3]]  # the fourth twice: the second is found acked, as in two calls
+    ]
+    reply = v2.stub.AckMessage(
+        svc.AckMessageRequest(group=v2.res("g1"), topic=v2.res("orders"), entries=entries), metadata=v2.md
+    )
+    assert reply.status.code == pb.Code.MULTIPLE_RESULTS
+    codes = [e.status.code for e in reply.entries]
+    assert codes == [pb.Code.OK] * 12 + [pb.Code.INVALID_RECEIPT_HANDLE]
+    assert [e.message_id for e in reply.entries] == [e.message_id for e in entries]
+    # every message of every queue is acked: nothing comes back, none is in flight, no lag
+    assert status_code(v2.receive("g1", "orders", poll_s=1)) == pb.Code.MESSAGE_NOT_FOUND
+    stats = admin.group_stats("acme%g1")
+    assert stats.in_flight == 0 and stats.lag_messages == 0
+
+
 def test_invisibility_and_redelivery(admin: BrokerAdminClient, v2: V2) -> None:
     _setup(admin)
     v2.send("orders", b"again")
