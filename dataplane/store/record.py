@@ -413,6 +413,10 @@ compiled_advance_queue_offsets: Callable[[QueueRuns, dict[tuple[str, int], int]]
 compiled_index_put_keys: Callable[..., tuple[int, int, int]] | None = (
     None if _codec is None else _codec.index_put_keys
 )
+# record.decode_record's compiled form (None when not built): well-formed records only
+compiled_decode_record: Callable[..., StoredMessage | None] | None = (
+    None if _codec is None else _codec.decode_record
+)
 # "compiled" or "python": which encoder appends (tests/unit/store/test_record.py checks it)
 ENCODER: Final = "python" if compiled_encode_batch is None else "compiled"
 encode_batch: Callable[..., BatchEncoding] = compiled_encode_batch or python_encode_batch
@@ -461,7 +465,21 @@ def _check_prefix(buf: Buffer, pos: int, limit: int) -> tuple[int, int]:
 def decode_record(
     buf: Buffer, pos: int, limit: int, msg_id_prefix: str, check_crc: bool = True
 ) -> StoredMessage:
-    """Decode the record at ``buf[pos:]`` (not beyond ``limit``) or raise CorruptRecordError."""
+    """Decode the record at ``buf[pos:]`` (not beyond ``limit``) or raise CorruptRecordError.
+
+    Well-formed records are decoded by the C extension; anything else by :func:`python_decode_record`
+    (the reference), which raises the error that says what is wrong."""
+    if compiled_decode_record is not None:
+        msg: StoredMessage | None = compiled_decode_record(buf, pos, limit, check_crc, StoredMessage)
+        if msg is not None:
+            return msg
+    return python_decode_record(buf, pos, limit, msg_id_prefix, check_crc)
+
+
+def python_decode_record(
+    buf: Buffer, pos: int, limit: int, msg_id_prefix: str, check_crc: bool = True
+) -> StoredMessage:
+    """:func:`decode_record` in Python: the reference of the compiled decoder, and its error messages."""
     if pos < 0 or pos + HEADER_SIZE > limit:
         _check_prefix(buf, pos, limit)
         raise CorruptRecordError(f"record at {pos}: expected {HEADER_SIZE} header bytes before {limit}")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from dataplane.store.checkpoint import StoreCheckpoint
 from dataplane.store.consume_queue import CQ_ENTRY
 from dataplane.store.errors import CorruptRecordError, StoreError
-from dataplane.store.message import MessageToStore
+from dataplane.store.message import MessageToStore, StoredMessage
 from dataplane.store.record import (
     BLANK_MAGIC,
     ENCODER,
@@ -21,6 +21,7 @@ from dataplane.store.record import (
     MESSAGE_MAGIC,
     BatchEncoding,
     check_record,
+    compiled_decode_record,
     compiled_encode_batch,
     decode_message_id,
     decode_properties,
@@ -28,6 +29,7 @@ from dataplane.store.record import (
     encode_batch,
     encode_properties,
     make_message_id_prefix,
+    python_decode_record,
     python_encode_batch,
     tag_hash,
 )
@@ -301,3 +303,57 @@ def test_encoders_agree_on_a_batch_over_many_queues() -> None:
     compiled = _outcome(compiled_encode_batch, *args)
     assert len(compiled[4]) > 64  # type: ignore[arg-type]
     assert compiled == _outcome(python_encode_batch, *args)
+
+
+# The compiled decoder: every record it decodes is what the Python decoder gives; whatever it does
+# not take (None) the Python decoder refuses with a CorruptRecordError that says why.
+
+
+def _decoded_both_ways(data: bytes | bytearray | memoryview, pos: int = 0, check_crc: bool = True) -> object:
+    assert compiled_decode_record is not None, "the C extension is not built: run scripts/build_ext.py"
+    compiled = compiled_decode_record(data, pos, len(data), check_crc, StoredMessage)
+    try:
+        expected: object = python_decode_record(data, pos, len(data), "X", check_crc)
+    except CorruptRecordError as exc:
+        expected = exc
+    if compiled is None:
+        assert isinstance(expected, CorruptRecordError), expected
+        return expected
+    assert type(compiled) is StoredMessage and compiled == expected
+    assert [type(v) for v in compiled] == [type(v) for v in expected]  # type: ignore[attr-defined]
+    return compiled
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_message, min_size=1, max_size=5), st.booleans())
+def test_compiled_and_python_decoders_agree(msgs: list[MessageToStore], check_crc: bool) -> None:
+    batch = python_encode_batch(msgs, 0, 4096, 1 << 20, 1_700_000_000_000, STORE_HOST, {}, 1 << 20)
+    data = batch.data
+    for entry in batch.entries:
+        got = _decoded_both_ways(memoryview(data), entry.physical_offset - 4096, check_crc)
+        assert isinstance(got, StoredMessage)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(VALID) - 1), st.integers(0, 255)), min_size=1, max_size=8))
+def test_the_compiled_decoder_leaves_damaged_records_to_the_python_one(
+    mutations: list[tuple[int, int]],
+) -> None:
+    data = bytearray(VALID)
+    for index, value in mutations:
+        data[index] = value
+    _decoded_both_ways(bytes(data))
+    _decoded_both_ways(bytes(data), check_crc=False)
+
+
+def test_the_compiled_decoder_reads_only_inside_the_buffer_and_the_limit() -> None:
+    assert compiled_decode_record is not None
+    assert compiled_decode_record(VALID, 0, len(VALID) - 1, True, StoredMessage) is None  # limit cuts it
+    assert compiled_decode_record(VALID[:-1], 0, len(VALID) + 100, True, StoredMessage) is None  # buffer does
+    assert compiled_decode_record(VALID, -1, len(VALID), True, StoredMessage) is None
+    body_flipped = bytearray(VALID)
+    body_flipped[HEADER_SIZE] ^= 1
+    assert compiled_decode_record(bytes(body_flipped), 0, len(VALID), True, StoredMessage) is None
+    assert compiled_decode_record(bytes(body_flipped), 0, len(VALID), False, StoredMessage) is not None
+    with pytest.raises(CorruptRecordError, match="body CRC"):
+        decode_record(bytes(body_flipped), 0, len(VALID), "X")
