@@ -211,20 +211,17 @@ class PopState:
         self._journal.write(line)
         if replicate and self.sink is not None:
             self._outbox.append(line)
-        self._journal_records += 1
-        if self._batch_depth:
-            self._dirty = True
-        else:
-            self._flush_journal()
-        if self._journal_records >= self._compact_after:
-            self.compact()
+        self._appended(1)
 
     def _append_lines(self, lines: list[str]) -> None:
         """:meth:`_append_line` for each of ``lines``, with one write."""
         self._journal.write("".join(lines))
         if self.sink is not None:
             self._outbox.extend(lines)
-        self._journal_records += len(lines)
+        self._appended(len(lines))
+
+    def _appended(self, records: int) -> None:
+        self._journal_records += records
         if self._batch_depth:
             self._dirty = True
         else:

@@ -183,8 +183,8 @@ def _encode_received_py(
 
 # encode_received(stored, topic, store_host, receipt_handle, attempt, invisible_ms) -> bytes: a
 # ReceiveMessageResponse carrying ``stored`` as fill_v2_message builds it, serialized (``topic`` is the
-# serialized Resource the client named). Compiled (dataplane/_v2_codec.c) it costs about a tenth of
-# the Python builder; ENCODER says which one runs.
+# serialized Resource the client named). Compiled (dataplane/_v2_codec.c) it costs a quarter to a
+# third of the Python builder; ENCODER says which one runs.
 try:
     from dataplane import _v2_codec  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - no compiler where the broker was built

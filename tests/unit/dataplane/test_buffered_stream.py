@@ -34,13 +34,11 @@ async def _handler(request: bytes, context: Any) -> None:
     await write_buffered(context, _responses(int(count), int(size)))
 
 
-async def _arrivals(before_pause: int, size: int = 2) -> list[tuple[str, float]]:
-    """(value, seconds after the call started) of each response of one call."""
+async def _call(handler: Any, request: bytes, serializer: Any) -> list[tuple[str, float]]:
+    """(value, seconds after the call started) of each response of one call to ``handler``."""
     server = grpc.aio.server()
-    handler = grpc.unary_stream_rpc_method_handler(
-        _handler, response_serializer=wrappers_pb2.StringValue.SerializeToString
-    )
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("t.Stream", {"Run": handler}),))
+    method = grpc.unary_stream_rpc_method_handler(handler, response_serializer=serializer)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("t.Stream", {"Run": method}),))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     try:
@@ -53,10 +51,15 @@ async def _arrivals(before_pause: int, size: int = 2) -> list[tuple[str, float]]
             started = time.monotonic()
             return [
                 (response.value.rstrip(), time.monotonic() - started)
-                async for response in call(f"{before_pause},{size}".encode(), timeout=10)
+                async for response in call(request, timeout=10)
             ]
     finally:
         await server.stop(None)
+
+
+async def _arrivals(before_pause: int, size: int = 2) -> list[tuple[str, float]]:
+    request = f"{before_pause},{size}".encode()
+    return await _call(_handler, request, wrappers_pb2.StringValue.SerializeToString)
 
 
 def test_this_grpcio_has_the_hint() -> None:
@@ -102,19 +105,5 @@ async def test_encoded_responses_go_out_as_they_are(hinted: bool, monkeypatch: p
     # Encoded responses (the receive path's compiled messages) mixed with protobuf ones, through the
     # hinted writes and through context.write with the serializer the broker registers (serialize)
     monkeypatch.setattr(buffered_stream, "AVAILABLE", hinted)
-    server = grpc.aio.server()
-    handler = grpc.unary_stream_rpc_method_handler(_mixed, response_serializer=serialize)
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("t.Stream", {"Run": handler}),))
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            call = channel.unary_stream(
-                "/t.Stream/Run",
-                request_serializer=lambda raw: raw,
-                response_deserializer=wrappers_pb2.StringValue.FromString,
-            )
-            values = [response.value async for response in call(b"", timeout=10)]
-    finally:
-        await server.stop(None)
+    values = [value for value, _ in await _call(_mixed, b"", serialize)]
     assert values == ["first, encoded", "protobuf", "encoded"]

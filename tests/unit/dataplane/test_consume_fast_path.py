@@ -97,10 +97,20 @@ def test_secrets_longer_than_a_blake2b_key_still_sign() -> None:
         ReceiptCodec(b"L" * 99 + b"M").decode(codec.encode(handle))
 
 
-def _stored(properties: dict[str, str], body: bytes = b"payload-\x00\xff" * 50) -> StoredMessage:
+def stored_message(
+    properties: dict[str, str],
+    body: bytes = b"payload-\x00\xff" * 50,
+    *,
+    queue_id: int = 5,
+    queue_offset: int = 1234,
+    store_ms: int = 1_732_480_000_123,
+    born_ms: int = 1_732_480_000_007,
+    born_host: str = "10.0.0.9",
+) -> StoredMessage:
+    """A record as the store reads it back (test_v2_codec.py builds its messages with it too)."""
     return StoredMessage(
-        "acme%orders", 5, 1234, 987_654, body, properties, 1_732_480_000_123, 1_732_480_000_007,
-        ("10.0.0.9", 40_000), ("127.0.0.1", 8081), 2, 0, 0, 0, 1300, 0,
+        "acme%orders", queue_id, queue_offset, 987_654, body, properties, store_ms, born_ms,
+        (born_host, 40_000), ("127.0.0.1", 8081), 2, 0, 0, 0, 1300, 0,
     )  # fmt: skip
 
 
@@ -140,18 +150,19 @@ def _reference_message(stored: StoredMessage, topic: pb.Resource, handle: str, a
     return pb.Message(topic=topic, user_properties=user, system_properties=sp, body=stored.body)
 
 
-@pytest.mark.parametrize(
-    "properties",
-    [
-        {p.P_UNIQ: "ID-1", p.P_TYPE: "1", p.P_TAGS: "paid", "region": "eu", "z": ""},
-        {p.P_TYPE: "2", p.P_GROUP: "customer-7", p.P_KEYS: "k1 k2", p.P_BORN_HOST: "10.1.1.1"},
-        {p.P_UNIQ: "ID-3", p.P_TYPE: "3", P_DELIVER_MS: "1732480099000", p.P_ENCODING: "GZIP"},
-        {p.P_UNIQ: "ID-4", p.P_TRACE: "00-abc-01", p.P_DLQ_TOPIC: "acme%orders", P_DLQ_QUEUE: "1"},
-        {},  # no UNIQ_KEY: the offset message id; no type: NORMAL
-    ],
-)
+# Store properties of each kind of received message (test_v2_codec.py adds edge cases to these).
+MESSAGE_KINDS = [
+    {p.P_UNIQ: "ID-1", p.P_TYPE: "1", p.P_TAGS: "paid", "region": "eu", "z": ""},
+    {p.P_TYPE: "2", p.P_GROUP: "customer-7", p.P_KEYS: "k1 k2", p.P_BORN_HOST: "10.1.1.1"},
+    {p.P_UNIQ: "ID-3", p.P_TYPE: "3", P_DELIVER_MS: "1732480099000", p.P_ENCODING: "GZIP"},
+    {p.P_UNIQ: "ID-4", p.P_TRACE: "00-abc-01", p.P_DLQ_TOPIC: "acme%orders", P_DLQ_QUEUE: "1"},
+    {},  # no UNIQ_KEY: the offset message id; no type: NORMAL
+]
+
+
+@pytest.mark.parametrize("properties", MESSAGE_KINDS)
 def test_received_message_bytes_are_unchanged(properties: dict[str, str]) -> None:
-    stored = _stored(properties)
+    stored = stored_message(properties)
     topic = pb.Resource(resource_namespace="acme", name="orders")
     expected = _reference_message(stored, topic, "handle.sig", 3)
     response = svc.ReceiveMessageResponse()

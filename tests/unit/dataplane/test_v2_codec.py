@@ -20,29 +20,14 @@ from dataplane.errors import InvalidReceiptHandle
 from dataplane.receipt import ReceiptCodec, ReceiptHandle
 from dataplane.services import consume
 from dataplane.services import produce as p
-from dataplane.services.consume import P_DLQ_QUEUE, encode_received
+from dataplane.services.consume import encode_received
 from dataplane.store.message import StoredMessage
 from dataplane.timer.service import P_DELIVER_MS
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
+from tests.unit.dataplane.test_consume_fast_path import MESSAGE_KINDS, stored_message
 
 TOPIC = pb.Resource(resource_namespace="acme", name="orders")
-
-
-def _stored(
-    properties: dict[str, str],
-    body: bytes = b"payload-\x00\xff" * 50,
-    *,
-    queue_id: int = 5,
-    queue_offset: int = 1234,
-    store_ms: int = 1_732_480_000_123,
-    born_ms: int = 1_732_480_000_007,
-    born_host: str = "10.0.0.9",
-) -> StoredMessage:
-    return StoredMessage(
-        "acme%orders", queue_id, queue_offset, 987_654, body, properties, store_ms, born_ms,
-        (born_host, 40_000), ("127.0.0.1", 8081), 2, 0, 0, 0, 1300, 0,
-    )  # fmt: skip
 
 
 def _python(stored: StoredMessage, *args: Any) -> svc.ReceiveMessageResponse:
@@ -67,18 +52,14 @@ def test_the_broker_receives_with_the_compiled_encoder() -> None:
 @pytest.mark.parametrize(
     "properties",
     [
-        {p.P_UNIQ: "ID-1", p.P_TYPE: "1", p.P_TAGS: "paid", "region": "eu", "z": ""},
-        {p.P_TYPE: "2", p.P_GROUP: "customer-7", p.P_KEYS: "k1 k2", p.P_BORN_HOST: "10.1.1.1"},
-        {p.P_UNIQ: "ID-3", p.P_TYPE: "3", P_DELIVER_MS: "1732480099000", p.P_ENCODING: "GZIP"},
-        {p.P_UNIQ: "ID-4", p.P_TRACE: "00-abc-01", p.P_DLQ_TOPIC: "acme%orders", P_DLQ_QUEUE: "1"},
+        *MESSAGE_KINDS,
         {p.P_UNIQ: "ID-5", p.P_TAGS: "", p.P_KEYS: "", p.P_BORN_HOST: "", P_DELIVER_MS: "soon"},
         {p.P_UNIQ: "ID-6", p.P_TYPE: "0", "": "empty key", "ключ": "значение ✓", "__MQ_X": "hidden"},
         {p.P_UNIQ: "ID-7", p.P_KEYS: "a\tb  c", p.P_ENCODING: "IDENTITY", "DELAY": "3", "REAL_TOPIC": "x"},
-        {},  # no UNIQ_KEY: the offset message id; no type: NORMAL
     ],
 )
 def test_every_kind_of_message_encodes_as_the_python_builder_does(properties: dict[str, str]) -> None:
-    received = _assert_same(_stored(properties), "broker:8081", "handle.sig", 3, 30_500)
+    received = _assert_same(stored_message(properties), "broker:8081", "handle.sig", 3, 30_500)
     assert received.message.system_properties.body_digest.checksum == (
         hashlib.md5(received.message.body).hexdigest().upper()
     )
@@ -93,7 +74,7 @@ def test_every_kind_of_message_encodes_as_the_python_builder_does(properties: di
     ],
 )
 def test_optional_fields_are_present_exactly_when_the_python_builder_sets_them(args: tuple[Any, ...]) -> None:
-    received = _assert_same(_stored({p.P_UNIQ: "ID"}), *args)
+    received = _assert_same(stored_message({p.P_UNIQ: "ID"}), *args)
     sp = received.message.system_properties
     assert sp.HasField("receipt_handle") == (args[1] is not None)
     assert sp.HasField("delivery_attempt") == (args[2] is not None)
@@ -111,29 +92,29 @@ def test_optional_fields_are_present_exactly_when_the_python_builder_sets_them(a
     ],
 )
 def test_edge_values_of_the_record(fields: dict[str, Any]) -> None:
-    _assert_same(_stored({p.P_UNIQ: "ID"}, **fields), "broker:8081", "h", 1, 60_000)
+    _assert_same(stored_message({p.P_UNIQ: "ID"}, **fields), "broker:8081", "h", 1, 60_000)
 
 
 def test_an_empty_body_is_left_out_as_protobuf_does() -> None:
-    received = _assert_same(_stored({p.P_UNIQ: "ID"}, b""), "broker:8081", "h", 1, 60_000)
+    received = _assert_same(stored_message({p.P_UNIQ: "ID"}, b""), "broker:8081", "h", 1, 60_000)
     assert received.message.body == b""
 
 
 def test_bad_records_raise_as_the_python_builder_does() -> None:
     args = (TOPIC.SerializeToString(), "broker:8081", "h", 1, 60_000)
-    bad_type = _stored({p.P_TYPE: "NORMAL"})  # not a number: int() fails in both
+    bad_type = stored_message({p.P_TYPE: "NORMAL"})  # not a number: int() fails in both
     with pytest.raises(ValueError):
         consume._encode_received_py(bad_type, *args)
     with pytest.raises(ValueError):
         encode_received(bad_type, *args)
     with pytest.raises(TypeError):
-        encode_received(_stored({"k": 1}), *args)  # type: ignore[dict-item]
+        encode_received(stored_message({"k": 1}), *args)  # type: ignore[dict-item]
     with pytest.raises(TypeError):
-        encode_received(_stored({}), "not bytes", *args[1:])
+        encode_received(stored_message({}), "not bytes", *args[1:])
     with pytest.raises(TypeError):
         encode_received((1, 2), *args)
     with pytest.raises(TypeError):
-        encode_received(_stored({}), *args[:-1])
+        encode_received(stored_message({}), *args[:-1])
 
 
 _text = st.text(max_size=12)
@@ -186,7 +167,7 @@ def test_random_messages_encode_as_the_python_builder_does(
             int(properties[P_DELIVER_MS])
         except ValueError:  # a digit int() does not take ("²"): both raise; covered above
             del properties[P_DELIVER_MS]
-    stored = _stored(
+    stored = stored_message(
         properties, body, queue_id=queue_id, queue_offset=queue_offset, store_ms=store_ms, born_ms=born_ms
     )
     _assert_same(stored, store_host, handle, attempt, invisible_ms)
