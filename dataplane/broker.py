@@ -52,7 +52,9 @@ class Broker:
         self.settings = settings
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.metadata = MetadataStore(settings.data_dir)
-        self.receipts = ReceiptCodec(load_or_create_secret(settings.data_dir))
+        self.receipts = ReceiptCodec(
+            load_or_create_secret(settings.data_dir), settings.receipt_handle_version
+        )
         self.recalls = RecallCodec(load_or_create_secret(settings.data_dir))
         self.timers: TimerMessageStore | None = None
         self.transactions: TransactionalMessageService | None = None

@@ -56,6 +56,9 @@ class BrokerSettings(BaseSettings):
     long_polling_margin_ms: int = Field(default=1_000, ge=0)
     max_receive_batch: int = Field(default=64, ge=1)
     max_delivery_attempts: int = Field(default=16, ge=1)
+    # Receipt handles issued (docs/broker.md): 2 (keyed BLAKE2b), or 1 (HMAC-SHA256) while a rolling
+    # upgrade from brokers that verify only version 1 is under way; both versions are verified.
+    receipt_handle_version: int = Field(default=2, ge=1, le=2)
     auto_create_groups: bool = False
     grace_seconds: float = Field(default=5.0, ge=0)
     # In-flight journal is compacted into a snapshot after this many records.

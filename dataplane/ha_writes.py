@@ -114,7 +114,8 @@ def build_ha(broker: Broker) -> HANode | None:
     # Receipt and recall handles are signed with a key of the group, so a handle issued by the old
     # master is accepted by the new one (their POP state and timers replicate through the CommitLog).
     if hasattr(broker, "receipts"):
-        broker.receipts = ReceiptCodec(hmac.digest(config.key, b"mqcloud-receipt-handles", "sha256"))
+        key = hmac.digest(config.key, b"mqcloud-receipt-handles", "sha256")
+        broker.receipts = ReceiptCodec(key, broker.settings.receipt_handle_version)
         broker.recalls = RecallCodec(hmac.digest(config.key, b"mqcloud-recall-handles", "sha256"))
     pop = getattr(broker, "pop", None)
     if pop is not None:

@@ -8,7 +8,8 @@ the version in the payload names the 16-byte tag:
   signed on every delivery and verified on every ack; HMAC-SHA256 costs ~2 us each way in CPython
   here, keyed BLAKE2b ~0.5 us (it is a MAC by design, no HMAC construction around it).
 - ``1`` (issued by earlier brokers): ``HMAC-SHA256(secret, payload)[:16]``. Still verified, so the
-  handles in flight when a broker is upgraded can be acked; it may go once no broker issues it.
+  handles in flight when a broker is upgraded can be acked. Upgraded brokers issue it too while
+  ``receipt_handle_version = 1`` (a rolling upgrade: nodes not yet upgraded verify only version 1).
 
 The version is inside the signed payload, so a tag is only ever checked with the algorithm its own
 version names: a v1 tag never verifies a v2 payload, nor the other way round.
@@ -36,8 +37,7 @@ from dataplane.errors import InvalidReceiptHandle
 
 __all__ = ("ReceiptCodec", "ReceiptHandle", "load_or_create_secret")
 
-_VERSION = "2"
-_VERSIONS = ("1", "2")  # verified; only _VERSION is issued
+_VERSIONS = ("1", "2")  # verified; the codec issues the one it was built with (2 unless told)
 _MAX_HANDLE = 2048
 _TAG = 16
 
@@ -77,9 +77,15 @@ def _unb64(text: str) -> bytes:
 class ReceiptCodec:
     """Encodes and verifies receipt handles with one broker secret."""
 
-    def __init__(self, secret: bytes) -> None:
+    def __init__(self, secret: bytes, issue_version: int = 2) -> None:
+        """``issue_version`` 1 only while brokers that verify nothing newer still take acks (a
+        rolling upgrade: ``receipt_handle_version`` in the broker settings); both are verified."""
         if len(secret) < 16:
             raise ValueError("receipt secret must be at least 16 bytes")
+        if str(issue_version) not in _VERSIONS:
+            raise ValueError(f"receipt handle version must be one of {', '.join(_VERSIONS)}")
+        self._version = str(issue_version)
+        self._compiled_encode = _compiled_encode if self._version == "2" else None
         self._secret = secret
         # BLAKE2b takes keys of up to 64 bytes; a longer secret is hashed down to one
         key = secret if len(secret) <= 64 else hashlib.blake2b(secret).digest()
@@ -101,8 +107,10 @@ class ReceiptCodec:
         self, group: str, topic: str, queue_id: int, offset: int, nonce: str, invisible_until_ms: int
     ) -> str:
         """:meth:`encode` of the handle with these fields, without building it (the receive path)."""
-        if _compiled_encode is not None:
-            text: str = _compiled_encode(self._mac, group, topic, queue_id, offset, nonce, invisible_until_ms)
+        if self._compiled_encode is not None:
+            text: str = self._compiled_encode(
+                self._mac, group, topic, queue_id, offset, nonce, invisible_until_ms
+            )
             return text
         return self._encode_parts_py(group, topic, queue_id, offset, nonce, invisible_until_ms)
 
@@ -110,10 +118,8 @@ class ReceiptCodec:
         self, group: str, topic: str, queue_id: int, offset: int, nonce: str, invisible_until_ms: int
     ) -> str:
         until = int(invisible_until_ms)
-        data = f"{_VERSION}|{int(queue_id)}|{int(offset)}|{nonce}|{until}|{group}|{topic}".encode()
-        mac = self._mac.copy()
-        mac.update(data)
-        return f"{_b64(data)}.{_b64(mac.digest())}"
+        data = f"{self._version}|{int(queue_id)}|{int(offset)}|{nonce}|{until}|{group}|{topic}".encode()
+        return f"{_b64(data)}.{_b64(self._sign(data))}"
 
     def decode(self, text: str) -> ReceiptHandle:
         """Verify and parse; raises InvalidReceiptHandle on anything malformed or forged."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import signal
 import threading
@@ -428,3 +429,43 @@ def test_unknown_event_loop_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match=r"(?s)invalid broker settings.*event_loop.*uvloop. or .asyncio"):
         process.start()
     assert process.proc is not None and process.proc.wait(10) == 2
+
+
+def _handle_version(message: pb.Message) -> str:
+    body = message.system_properties.receipt_handle.split(".")[0]
+    return base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).split(b"|")[0].decode()
+
+
+def test_version_1_receipt_handles_during_a_rolling_upgrade(tmp_path: Path) -> None:
+    # given a broker told to issue version-1 handles (nodes not yet upgraded verify only those)
+    env = {"MQ_BROKER_RECEIPT_HANDLE_VERSION": "1"}
+    process = BrokerProcess(tmp_path / "broker", free_port(), env=env)
+    process.start()
+    admin, v2 = BrokerAdminClient(process.target), V2(process.target, namespace="acme")
+    try:
+        _setup(admin)
+        v2.send("orders", b"one")
+        v2.send("orders", b"two")
+        first = messages(v2.receive("g1", "orders", batch=1))
+        assert [_handle_version(m) for m in first] == ["1"]
+        # then its handles ack; restarted as usual (version 2), it still acks the version-1 handle
+        # issued before, and issues version 2 again
+        assert process.stop(signal.SIGTERM) == 0
+        process.env = {}
+        process.start()
+        v2.close()
+        v2 = V2(process.target, namespace="acme")
+        assert v2.ack("g1", "orders", first[0]).status.code == pb.Code.OK
+        [second] = messages(v2.receive("g1", "orders", batch=1))
+        assert _handle_version(second) == "2" and second.body == b"two"
+        assert v2.ack("g1", "orders", second).status.code == pb.Code.OK
+    finally:
+        admin.close()
+        v2.close()
+        process.kill()
+
+
+def test_unknown_receipt_handle_version_is_refused(tmp_path: Path) -> None:
+    process = BrokerProcess(tmp_path / "broker", free_port(), env={"MQ_BROKER_RECEIPT_HANDLE_VERSION": "3"})
+    with pytest.raises(RuntimeError, match=r"(?s)invalid broker settings.*receipt_handle_version"):
+        process.start()

@@ -174,3 +174,15 @@ def test_received_message_bytes_are_unchanged(properties: dict[str, str]) -> Non
                           invisible_ms=30_500)  # fmt: skip
     assert built == expected
     assert "__MQ_DLQ_ORIGIN_QID" not in built.user_properties
+
+
+@pytest.mark.parametrize("handle", HANDLES)
+def test_a_codec_told_to_issue_version_1_does_and_reads_both(handle: ReceiptHandle) -> None:
+    # a rolling upgrade (receipt_handle_version = 1): handles that nodes not yet upgraded can verify
+    old_style = ReceiptCodec(SECRET, issue_version=1)
+    text = old_style.encode(handle)
+    assert text == _reference_handle(handle, "1")
+    assert ReceiptCodec(SECRET).decode(text) == old_style.decode(text) == handle
+    assert old_style.decode(_reference_handle(handle, "2")) == handle
+    with pytest.raises(ValueError, match="version"):
+        ReceiptCodec(SECRET, issue_version=3)
