@@ -76,5 +76,4 @@ async def write_buffered(context: Any, responses: AsyncIterator[Message | Encode
             await context.write(response)
             headers_sent = True
         else:
-            data = response.data if isinstance(response, Encoded) else response.SerializeToString()
-            await _send_message(state, data, None, _HINT, loop)
+            await _send_message(state, serialize(response), None, _HINT, loop)

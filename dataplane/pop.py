@@ -462,18 +462,7 @@ class PopState:
 
     def ack(self, group: str, topic: str, queue_id: int, offset: int) -> bool:
         """Forget ``offset``; True when the queue holds FIFO messages that may now be deliverable."""
-        pos = self.position(group, topic, queue_id)
-        before = pos.committed()
-        pos.drop(offset)  # as _write({"op": "ack", ...}) would apply
-        if pos.groups:
-            pos.groups.pop(offset, None)
-            pos.held.discard(offset)
-        self._append_line(
-            f'{{"op":"ack","g":{_json_str(group)},"t":{_json_str(topic)},"q":{int(queue_id)},'
-            f'"o":{int(offset)}}}\n'
-        )
-        self._commit(group, topic, queue_id, before)
-        return bool(pos.held)
+        return self.ack_many(group, topic, queue_id, [offset])
 
     def ack_many(self, group: str, topic: str, queue_id: int, offsets: list[int]) -> bool:
         """:meth:`ack` of each of ``offsets`` (one queue), with one journal write and one look at
@@ -485,7 +474,7 @@ class PopState:
         head = f'{{"op":"ack","g":{_json_str(group)},"t":{_json_str(topic)},"q":{int(queue_id)},"o":'
         lines = []
         for offset in offsets:
-            drop(offset)
+            drop(offset)  # as _apply({"op": "ack", ...}) does
             if groups:
                 groups.pop(offset, None)
                 held.discard(offset)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -405,12 +407,29 @@ def test_runs_on_uvloop_by_default(broker: BrokerProcess, admin: BrokerAdminClie
     assert [m.body for m in messages(v2.receive("g1", "orders"))] == [b"on uvloop"]
 
 
+@contextlib.contextmanager
+def _broker_with(tmp_path: Path, env: dict[str, str]) -> Iterator[tuple[BrokerProcess, BrokerAdminClient]]:
+    """A broker of its own, started with ``env`` (MQ_BROKER_* settings), and its admin client."""
+    process = BrokerProcess(tmp_path / "broker", free_port(), env=env)
+    process.start()
+    admin = BrokerAdminClient(process.target)
+    try:
+        yield process, admin
+    finally:
+        admin.close()
+        process.kill()
+
+
+def _client(process: BrokerProcess) -> contextlib.closing[V2]:
+    return contextlib.closing(V2(process.target, namespace="acme"))
+
+
 def test_asyncio_loop_when_configured(tmp_path: Path) -> None:
     # given a broker started with the standard library's loop
-    process = BrokerProcess(tmp_path / "broker", free_port(), env={"MQ_BROKER_EVENT_LOOP": "asyncio"})
-    process.start()
-    admin, v2 = BrokerAdminClient(process.target), V2(process.target, namespace="acme")
-    try:
+    with (
+        _broker_with(tmp_path, {"MQ_BROKER_EVENT_LOOP": "asyncio"}) as (process, admin),
+        _client(process) as v2,
+    ):
         # then it says so and serves the same calls
         loop_line = "event loop: asyncio.unix_events._UnixSelectorEventLoop"
         assert any(loop_line in line for line in process.output), "".join(process.output)
@@ -418,10 +437,6 @@ def test_asyncio_loop_when_configured(tmp_path: Path) -> None:
         assert v2.send("orders", b"on asyncio").status.code == pb.Code.OK
         assert [m.body for m in messages(v2.receive("g1", "orders"))] == [b"on asyncio"]
         assert process.stop(signal.SIGTERM) == 0
-    finally:
-        admin.close()
-        v2.close()
-        process.kill()
 
 
 def test_unknown_event_loop_is_refused(tmp_path: Path) -> None:
@@ -438,31 +453,23 @@ def _handle_version(message: pb.Message) -> str:
 
 def test_version_1_receipt_handles_during_a_rolling_upgrade(tmp_path: Path) -> None:
     # given a broker told to issue version-1 handles (nodes not yet upgraded verify only those)
-    env = {"MQ_BROKER_RECEIPT_HANDLE_VERSION": "1"}
-    process = BrokerProcess(tmp_path / "broker", free_port(), env=env)
-    process.start()
-    admin, v2 = BrokerAdminClient(process.target), V2(process.target, namespace="acme")
-    try:
+    with _broker_with(tmp_path, {"MQ_BROKER_RECEIPT_HANDLE_VERSION": "1"}) as (process, admin):
         _setup(admin)
-        v2.send("orders", b"one")
-        v2.send("orders", b"two")
-        first = messages(v2.receive("g1", "orders", batch=1))
+        with _client(process) as v2:
+            v2.send("orders", b"one")
+            v2.send("orders", b"two")
+            first = messages(v2.receive("g1", "orders", batch=1))
         assert [_handle_version(m) for m in first] == ["1"]
-        # then its handles ack; restarted as usual (version 2), it still acks the version-1 handle
-        # issued before, and issues version 2 again
+        # then, restarted as usual (version 2), it still acks the version-1 handle issued before,
+        # and issues version 2 again
         assert process.stop(signal.SIGTERM) == 0
         process.env = {}
         process.start()
-        v2.close()
-        v2 = V2(process.target, namespace="acme")
-        assert v2.ack("g1", "orders", first[0]).status.code == pb.Code.OK
-        [second] = messages(v2.receive("g1", "orders", batch=1))
-        assert _handle_version(second) == "2" and second.body == b"two"
-        assert v2.ack("g1", "orders", second).status.code == pb.Code.OK
-    finally:
-        admin.close()
-        v2.close()
-        process.kill()
+        with _client(process) as v2:
+            assert v2.ack("g1", "orders", first[0]).status.code == pb.Code.OK
+            [second] = messages(v2.receive("g1", "orders", batch=1))
+            assert _handle_version(second) == "2" and second.body == b"two"
+            assert v2.ack("g1", "orders", second).status.code == pb.Code.OK
 
 
 def test_unknown_receipt_handle_version_is_refused(tmp_path: Path) -> None:

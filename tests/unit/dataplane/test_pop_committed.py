@@ -73,7 +73,8 @@ def test_delivery_and_ack_do_not_scan_the_in_flight_table(tmp_path: Path) -> Non
 
 def test_batched_deliveries_and_acks_journal_and_commit_as_one_by_one(tmp_path: Path) -> None:
     """deliver_new / ack_many (a receive's new messages, an ack's entries of one queue) leave the same
-    state, journal lines and committed offset as deliver / ack called for each, and replay the same."""
+    state, journal lines and committed offset as deliver / ack called for each, and replay the same
+    (ack is ack_many of one offset: the replay is what checks its lines)."""
     import dataplane.pop as pop_module
 
     def run(where: Path, batched: bool) -> tuple[list[str], dict[tuple[str, str, int], int], PopState]:
