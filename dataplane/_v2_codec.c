@@ -656,12 +656,9 @@ static PyObject *receipt_decode(PyObject *self, PyObject *const *args, Py_ssize_
     return handle;
 }
 
-/* configure(md5, hidden_keys, names): names maps the Python builder's property constants to text */
-static PyObject *configure(PyObject *self, PyObject *args)
+/* the store property names of the system properties, from the Python builder's constants */
+static PyObject *configure_names(PyObject *names)
 {
-    PyObject *md5, *hidden, *names;
-    if (!PyArg_ParseTuple(args, "OO!O!", &md5, &PyFrozenSet_Type, &hidden, &PyDict_Type, &names))
-        return NULL;
     static const char *wanted[] = {"tags", "keys", "uniq", "type", "group", "born_host", "trace",
                                    "encoding", "deliver_ms", "dlq_topic"};
     PyObject **slots[] = {&k_tags, &k_keys, &k_uniq, &k_type, &k_group, &k_born_host, &k_trace,
@@ -675,6 +672,507 @@ static PyObject *configure(PyObject *self, PyObject *args)
         Py_INCREF(value);
         Py_XSETREF(*slots[i], value);
     }
+    Py_RETURN_NONE;
+}
+
+/* ---- SendMessageRequest -> MessageToStore (build_sent) -------------------------------------------
+ *
+ * produce.build_message validates a v2 Message and turns it into a MessageToStore through protobuf's
+ * Python API, about half of what a batched SendMessage cost the loop thread per message. build_sent
+ * reads the serialized request instead, for the usual request: every message NORMAL or FIFO, on the
+ * one topic of the first message, and valid. It applies build_message's rules and returns None for
+ * anything else (another topic, DELAY or TRANSACTION, a delivery time, any rule broken, text that
+ * needs cutting), which the Python code then builds or refuses with the message that says why.
+ *
+ *   SendMessageRequest.messages = 1; Message and SystemProperties as above.
+ */
+
+static PyObject *send_cls, *reserved_keys, *k_ns, *s_type_normal, *s_type_fifo, *s_space;
+
+typedef struct {
+    const char *p;
+    Py_ssize_t n;
+} Span;
+
+/* one protobuf field: number, wire type, and its varint value or its bytes */
+typedef struct {
+    uint32_t number;
+    int wire;
+    uint64_t value;
+    Span bytes;
+} Field;
+
+static int read_varint(const char **pp, const char *end, uint64_t *out)
+{
+    const char *p = *pp;
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (p >= end)
+            return -1;
+        unsigned char c = (unsigned char)*p++;
+        v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) {
+            *pp = p;
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* the next field of [*pp, end); -1 when malformed or of a wire type these messages do not use */
+static int next_field(const char **pp, const char *end, Field *f)
+{
+    uint64_t key;
+    if (read_varint(pp, end, &key) < 0 || key >> 32)
+        return -1;
+    f->number = (uint32_t)(key >> 3);
+    f->wire = (int)(key & 7);
+    switch (f->wire) {
+    case 0:
+        return read_varint(pp, end, &f->value);
+    case 1:
+        if (end - *pp < 8)
+            return -1;
+        *pp += 8;
+        return 0;
+    case 2: {
+        uint64_t n;
+        if (read_varint(pp, end, &n) < 0 || n > (uint64_t)(end - *pp))
+            return -1;
+        f->bytes.p = *pp;
+        f->bytes.n = (Py_ssize_t)n;
+        *pp += n;
+        return 0;
+    }
+    case 5:
+        if (end - *pp < 4)
+            return -1;
+        *pp += 4;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+static int has_forbidden(Span s)
+{
+    return memchr(s.p, 0, s.n) || memchr(s.p, 1, s.n) || memchr(s.p, 2, s.n);
+}
+
+static int has_byte(Span s, char c) { return memchr(s.p, c, s.n) != NULL; }
+
+static int is_ascii(Span s)
+{
+    for (Py_ssize_t i = 0; i < s.n; i++)
+        if ((unsigned char)s.p[i] & 0x80)
+            return 0;
+    return 1;
+}
+
+/* str.isspace() of an ASCII character */
+static int ascii_space(unsigned char c) { return c == ' ' || (c >= 9 && c <= 13) || (c >= 28 && c <= 31); }
+
+/* the text of s, or NULL (an exception set) when it is not UTF-8 */
+static PyObject *text_of(Span s) { return PyUnicode_DecodeUTF8(s.p, s.n, NULL); }
+
+/* produce._check_text: 1..limit characters, none of \0 \1 \2, no surrounding whitespace.
+ * Returns the text (new reference) or NULL: exception set, or not set when the rule is broken. */
+static PyObject *checked_text(Span s, Py_ssize_t limit)
+{
+    if (s.n == 0 || has_forbidden(s))
+        return NULL;
+    if (is_ascii(s)) {
+        if (s.n > limit || ascii_space((unsigned char)s.p[0]) || ascii_space((unsigned char)s.p[s.n - 1]))
+            return NULL;
+        return PyUnicode_DecodeASCII(s.p, s.n, NULL);
+    }
+    PyObject *t = text_of(s);
+    if (t == NULL)
+        return NULL;
+    Py_ssize_t len = PyUnicode_GET_LENGTH(t);
+    if (len > limit || Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(t, 0)) ||
+        Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(t, len - 1))) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* text of at most limit characters without \0 \1 \2 (property values, message ids), or NULL */
+static PyObject *bounded_text(Span s, Py_ssize_t limit)
+{
+    if (has_forbidden(s))
+        return NULL;
+    PyObject *t = text_of(s);
+    if (t != NULL && PyUnicode_GET_LENGTH(t) > limit)
+        Py_CLEAR(t);
+    return t;
+}
+
+/* the settings of one build_sent call */
+typedef struct {
+    Span want_ns, want_name;
+    PyObject *ns, *qualified, *peer;
+    Py_ssize_t limit, max_properties, max_tag, max_keys;
+    long long queue_count;
+    int accept_normal, accept_fifo;
+    long long next_rr; /* the topic's round-robin position, written back when used */
+    int used_rr;
+} SendRules;
+
+static int span_eq(Span a, Span b) { return a.n == b.n && (a.n == 0 || memcmp(a.p, b.p, a.n) == 0); }
+
+/* Resource: resource_namespace = 1, name = 2 */
+static int resource_of(Span r, Span *ns, Span *name)
+{
+    const char *p = r.p, *end = r.p + r.n;
+    Field f;
+    while (p < end) {
+        if (next_field(&p, end, &f) < 0)
+            return -1;
+        if (f.wire == 2 && f.number == 1)
+            *ns = f.bytes;
+        else if (f.wire == 2 && f.number == 2)
+            *name = f.bytes;
+    }
+    return 0;
+}
+
+/* a user_properties map entry (key = 1, value = 2) into props, under build_message's rules */
+static int add_user_property(PyObject *props, Span entry)
+{
+    const char *p = entry.p, *end = entry.p + entry.n;
+    Span key = {"", 0}, value = {"", 0};
+    Field f;
+    while (p < end) {
+        if (next_field(&p, end, &f) < 0)
+            return -1;
+        if (f.wire == 2 && f.number == 1)
+            key = f.bytes;
+        else if (f.wire == 2 && f.number == 2)
+            value = f.bytes;
+    }
+    if (key.n >= 5 && memcmp(key.p, "__MQ_", 5) == 0)
+        return -1;
+    PyObject *k = checked_text(key, 256);
+    if (k == NULL)
+        return -1;
+    PyObject *v = PySet_Contains(reserved_keys, k) ? NULL : bounded_text(value, 16384);
+    int rc = v == NULL ? -1 : PyDict_SetItem(props, k, v);
+    Py_DECREF(k);
+    Py_XDECREF(v);
+    return rc;
+}
+
+/* Timestamp (seconds = 1, nanos = 2) -> milliseconds as build_message computes them */
+static int timestamp_ms(Span ts, int64_t *out)
+{
+    const char *p = ts.p, *end = ts.p + ts.n;
+    int64_t seconds = 0, nanos = 0;
+    Field f;
+    while (p < end) {
+        if (next_field(&p, end, &f) < 0)
+            return -1;
+        if (f.wire == 0 && f.number == 1)
+            seconds = (int64_t)f.value;
+        else if (f.wire == 0 && f.number == 2)
+            nanos = (int32_t)(uint32_t)f.value;
+    }
+    if (seconds > 9000000000000LL || seconds < -9000000000000LL)
+        return -1; /* past what int64 milliseconds hold: the Python code decides */
+    int64_t ms = nanos / 1000000;
+    if (nanos % 1000000 < 0)
+        ms -= 1; /* floor division, as Python's // */
+    *out = seconds * 1000 + ms;
+    return 0;
+}
+
+/* props[key] = text (a new reference, consumed); -1 when text is NULL or on failure */
+static int set_text(PyObject *props, PyObject *key, PyObject *text)
+{
+    if (text == NULL)
+        return -1;
+    int rc = PyDict_SetItem(props, key, text);
+    Py_DECREF(text);
+    return rc;
+}
+
+/* The system properties of one message into props (after the user's, the reference's order);
+ * fills *fifo, *born_ms and *queue_id. -1 when the message is not for this path. */
+static int add_system_properties(Span sys, SendRules *r, PyObject *props, PyObject **id, int *fifo,
+                                 int64_t *born_ms, long long *queue_id)
+{
+    Span tag = {"", 0}, message_id = {"", 0}, born_host = {"", 0}, group = {"", 0}, trace = {"", 0};
+    Span born = {"", 0};
+    int has_tag = 0, has_group = 0, has_trace = 0, has_delivery = 0, has_born = 0;
+    uint64_t encoding = 0, mtype = 0, qid = 0;
+    const char *p = sys.p, *end = sys.p + sys.n;
+    Field f;
+    PyObject *keys = PyList_New(0);
+    if (keys == NULL)
+        return -1;
+    while (p < end) {
+        if (next_field(&p, end, &f) < 0)
+            goto fail;
+        int text = f.wire == 2, number = f.wire == 0;
+        switch (f.number) {
+        case 1: if (text) { tag = f.bytes; has_tag = 1; } break;
+        case 2:
+            if (text) {
+                PyObject *k = checked_text(f.bytes, 128);
+                int bad = k == NULL || has_byte(f.bytes, ' ') || PyList_Append(keys, k) < 0;
+                Py_XDECREF(k);
+                if (bad)
+                    goto fail;
+            }
+            break;
+        case 3: if (text) message_id = f.bytes; break;
+        case 5: if (number) encoding = f.value; break;
+        case 6: if (number) mtype = f.value; break;
+        case 7: if (text) { if (has_born++) goto fail; born = f.bytes; } break;
+        case 8: if (text) born_host = f.bytes; break;
+        case 11: has_delivery = 1; break;
+        case 13: if (number) qid = f.value; break;
+        case 17: if (text) { group = f.bytes; has_group = 1; } break;
+        case 18: if (text) { trace = f.bytes; has_trace = 1; } break;
+        default: break;
+        }
+    }
+    /* the message type as build_message infers it; DELAY, TRANSACTION and the rest go to Python */
+    if (has_delivery)
+        goto fail;
+    if (mtype == 0)
+        *fifo = has_group;
+    else if (mtype == 1 || mtype == 2)
+        *fifo = mtype == 2;
+    else
+        goto fail;
+    if (!(*fifo ? r->accept_fifo : r->accept_normal) || (*fifo && group.n == 0) || (!*fifo && has_group))
+        goto fail;
+    if (message_id.n == 0 || (*id = bounded_text(message_id, 128)) == NULL)
+        goto fail;
+    if (has_tag) {
+        if (has_byte(tag, '|') || has_byte(tag, ' ') || (tag.n == 1 && tag.p[0] == '*'))
+            goto fail;
+        if (set_text(props, k_tags, checked_text(tag, r->max_tag)) < 0)
+            goto fail;
+    }
+    Py_ssize_t nkeys = PyList_GET_SIZE(keys);
+    if (nkeys > r->max_keys || (nkeys && set_text(props, k_keys, PyUnicode_Join(s_space, keys)) < 0))
+        goto fail;
+    if (PyDict_SetItem(props, k_uniq, *id) < 0 ||
+        PyDict_SetItem(props, k_type, *fifo ? s_type_fifo : s_type_normal) < 0)
+        goto fail;
+    if (group.n && set_text(props, k_group, checked_text(group, 128)) < 0)
+        goto fail;
+    /* born host and trace context: the reference cuts and cleans them; such text goes to Python */
+    if (born_host.n && set_text(props, k_born_host,
+                                has_byte(born_host, 1) || has_byte(born_host, 2) ? NULL
+                                                                                 : bounded_text(born_host, 128)) < 0)
+        goto fail;
+    if (has_trace && trace.n &&
+        set_text(props, k_trace,
+                 has_byte(trace, 1) || has_byte(trace, 2) ? NULL : bounded_text(trace, 1024)) < 0)
+        goto fail;
+    if (encoding == ENCODING_GZIP && PyDict_SetItem(props, k_encoding, s_gzip) < 0)
+        goto fail;
+    if (PyUnicode_GET_LENGTH(r->ns) && PyDict_SetItem(props, k_ns, r->ns) < 0)
+        goto fail;
+    *born_ms = 0;
+    if (born.n && timestamp_ms(born, born_ms) < 0)
+        goto fail;
+    *queue_id = (int32_t)(uint32_t)qid;
+    Py_DECREF(keys);
+    return 0;
+fail:
+    Py_DECREF(keys);
+    return -1;
+}
+
+/* One Message: its MessageToStore appended to out and its id to ids; -1 when not for this path */
+static int build_one(Span message, SendRules *r, PyObject *out, PyObject *ids)
+{
+    Span topic_ns = {"", 0}, topic_name = {"", 0}, body = {"", 0}, sys = {"", 0};
+    int seen_topic = 0, seen_sys = 0, fifo = 0;
+    int64_t born_ms = 0;
+    long long queue_id = 0;
+    PyObject *props = PyDict_New(), *id = NULL, *stored = NULL;
+    const char *p = message.p, *end = message.p + message.n;
+    Field f;
+    if (props == NULL)
+        return -1;
+    while (p < end) {
+        if (next_field(&p, end, &f) < 0 || (f.number <= 4 && f.wire != 2))
+            goto fail;
+        if (f.number == 1) {
+            if (seen_topic++ || resource_of(f.bytes, &topic_ns, &topic_name) < 0)
+                goto fail;
+        } else if (f.number == 2) {
+            if (add_user_property(props, f.bytes) < 0)
+                goto fail;
+        } else if (f.number == 3) {
+            if (seen_sys++)
+                goto fail;
+            sys = f.bytes;
+        } else if (f.number == 4) {
+            body = f.bytes;
+        }
+    }
+    if (!span_eq(topic_ns, r->want_ns) || !span_eq(topic_name, r->want_name))
+        goto fail;
+    if (body.n == 0 || body.n > r->limit || PyDict_GET_SIZE(props) > r->max_properties)
+        goto fail;
+    if (add_system_properties(sys, r, props, &id, &fifo, &born_ms, &queue_id) < 0)
+        goto fail;
+    if (queue_id < 0 || queue_id >= r->queue_count) {
+        queue_id = r->next_rr % r->queue_count;
+        r->next_rr++;
+        r->used_rr = 1;
+    }
+    PyObject *data = PyBytes_FromStringAndSize(body.p, body.n);
+    PyObject *q = PyLong_FromLongLong(queue_id);
+    PyObject *b = PyLong_FromLongLong(born_ms > 0 ? born_ms : 0);
+    PyObject *zero = PyLong_FromLong(0);
+    if (data && q && b && zero) {
+        PyObject *args[] = {r->qualified, q, data, props, zero, zero, b, r->peer};
+        stored = PyObject_Vectorcall(send_cls, args, 8, NULL);
+    }
+    Py_XDECREF(data);
+    Py_XDECREF(q);
+    Py_XDECREF(b);
+    Py_XDECREF(zero);
+    if (stored == NULL || PyList_Append(out, stored) < 0 || PyList_Append(ids, id) < 0)
+        goto fail;
+    Py_DECREF(stored);
+    Py_DECREF(id);
+    Py_DECREF(props);
+    return 0;
+fail:
+    Py_XDECREF(stored);
+    Py_XDECREF(id);
+    Py_DECREF(props);
+    return -1;
+}
+
+static int span_of_str(PyObject *o, Span *s)
+{
+    if (!PyUnicode_Check(o))
+        return -1;
+    s->p = PyUnicode_AsUTF8AndSize(o, &s->n);
+    return s->p == NULL ? -1 : 0;
+}
+
+/* build_sent(raw, resource_namespace, name, ns, qualified, limit, queue_count, accept_normal,
+ *            accept_fifo, max_properties, max_tag_length, max_keys, peer, round_robin)
+ *   -> (MessageToStore list, message id list), or None */
+static PyObject *build_sent(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 14) {
+        PyErr_SetString(PyExc_TypeError, "build_sent takes 14 arguments");
+        return NULL;
+    }
+    if (send_cls == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "build_sent: configure_send() first");
+        return NULL;
+    }
+    SendRules r;
+    PyObject *raw = args[0], *round_robin = args[13];
+    if (!PyBytes_Check(raw) || !PyDict_Check(round_robin) || span_of_str(args[1], &r.want_ns) < 0 ||
+        span_of_str(args[2], &r.want_name) < 0 || !PyUnicode_Check(args[3]) || !PyUnicode_Check(args[4])) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "build_sent: bytes, four str, ints, bools, peer, dict");
+        return NULL;
+    }
+    r.ns = args[3];
+    r.qualified = args[4];
+    r.peer = args[12];
+    r.limit = PyLong_AsSsize_t(args[5]);
+    r.queue_count = PyLong_AsLongLong(args[6]);
+    r.accept_normal = PyObject_IsTrue(args[7]);
+    r.accept_fifo = PyObject_IsTrue(args[8]);
+    r.max_properties = PyLong_AsSsize_t(args[9]);
+    r.max_tag = PyLong_AsSsize_t(args[10]);
+    r.max_keys = PyLong_AsSsize_t(args[11]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (r.queue_count <= 0)
+        Py_RETURN_NONE;
+    PyObject *position = PyDict_GetItemWithError(round_robin, r.qualified);
+    r.next_rr = position == NULL ? 0 : PyLong_AsLongLong(position);
+    r.used_rr = 0;
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject *out = PyList_New(0), *ids = PyList_New(0), *result = NULL;
+    if (out == NULL || ids == NULL)
+        goto done;
+    const char *p = PyBytes_AS_STRING(raw), *end = p + PyBytes_GET_SIZE(raw);
+    Field f;
+    while (p < end) {
+        if (next_field(&p, end, &f) < 0)
+            goto not_here;
+        if (f.number == 1) {
+            if (f.wire != 2 || build_one(f.bytes, &r, out, ids) < 0)
+                goto not_here;
+        }
+    }
+    if (PyList_GET_SIZE(out) == 0)
+        goto not_here;
+    if (r.used_rr) {
+        PyObject *next = PyLong_FromLongLong(r.next_rr);
+        if (next == NULL || PyDict_SetItem(round_robin, r.qualified, next) < 0) {
+            Py_XDECREF(next);
+            goto done;
+        }
+        Py_DECREF(next);
+    }
+    result = PyTuple_Pack(2, out, ids);
+    goto done;
+not_here:
+    PyErr_Clear(); /* whatever went wrong, the Python builder decides (and says why) */
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    Py_XDECREF(out);
+    Py_XDECREF(ids);
+    return result;
+}
+
+/* configure_send(message_cls, reserved_keys, names): MessageToStore, produce.SYSTEM_PROPERTY_KEYS
+ * and the store property names build_message writes (names also holds "ns") */
+static PyObject *configure_send(PyObject *self, PyObject *args)
+{
+    PyObject *cls, *reserved, *names;
+    if (!PyArg_ParseTuple(args, "OO!O!", &cls, &PyFrozenSet_Type, &reserved, &PyDict_Type, &names))
+        return NULL;
+    PyObject *ns = PyDict_GetItemString(names, "ns");
+    if (ns == NULL || !PyUnicode_Check(ns)) {
+        PyErr_SetString(PyExc_KeyError, "configure_send: names[ns] must be a str");
+        return NULL;
+    }
+    PyObject *done = configure_names(names);
+    if (done == NULL)
+        return NULL;
+    Py_DECREF(done);
+    Py_INCREF(ns);
+    Py_XSETREF(k_ns, ns);
+    Py_INCREF(cls);
+    Py_XSETREF(send_cls, cls);
+    Py_INCREF(reserved);
+    Py_XSETREF(reserved_keys, reserved);
+    Py_RETURN_NONE;
+}
+
+/* configure(md5, hidden_keys, names): names maps the Python builder's property constants to text */
+static PyObject *configure(PyObject *self, PyObject *args)
+{
+    PyObject *md5, *hidden, *names;
+    if (!PyArg_ParseTuple(args, "OO!O!", &md5, &PyFrozenSet_Type, &hidden, &PyDict_Type, &names))
+        return NULL;
+    PyObject *done = configure_names(names);
+    if (done == NULL)
+        return NULL;
+    Py_DECREF(done);
     Py_INCREF(md5);
     Py_XSETREF(md5_fn, md5);
     Py_INCREF(hidden);
@@ -694,12 +1192,19 @@ static PyMethodDef methods[] = {
     {"receipt_decode", (PyCFunction)(void (*)(void))receipt_decode, METH_FASTCALL,
      "receipt_decode(mac, text, handle_type) -> the handle's fields as handle_type, or None when text is "
      "not a well-formed, correctly tagged version-2 handle."},
+    {"configure_send", configure_send, METH_VARARGS,
+     "configure_send(message_cls, reserved_keys, names): MessageToStore, the property keys users may not "
+     "set, and the store property names build_message writes (configure's names and \"ns\")."},
+    {"build_sent", (PyCFunction)(void (*)(void))build_sent, METH_FASTCALL,
+     "build_sent(raw, resource_namespace, name, ns, qualified, limit, queue_count, accept_normal, "
+     "accept_fifo, max_properties, max_tag_length, max_keys, peer, round_robin) -> (MessageToStore list, "
+     "message ids), or None when any message is not a valid NORMAL or FIFO message of that topic."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "_v2_codec",
-    "Compiled received messages and receipt handles (consume.py, receipt.py).", -1, methods,
+    "Compiled received messages, receipt handles and sent messages (consume.py, receipt.py, produce.py).", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__v2_codec(void)
@@ -709,7 +1214,11 @@ PyMODINIT_FUNC PyInit__v2_codec(void)
     s_copy = PyUnicode_InternFromString("copy");
     s_update = PyUnicode_InternFromString("update");
     s_digest = PyUnicode_InternFromString("digest");
-    if (s_gzip == NULL || s_msg_id == NULL || s_copy == NULL || s_update == NULL || s_digest == NULL)
+    s_type_normal = PyUnicode_InternFromString("1");
+    s_type_fifo = PyUnicode_InternFromString("2");
+    s_space = PyUnicode_InternFromString(" ");
+    if (s_gzip == NULL || s_msg_id == NULL || s_copy == NULL || s_update == NULL || s_digest == NULL ||
+        s_type_normal == NULL || s_type_fifo == NULL || s_space == NULL)
         return NULL;
     return PyModule_Create(&module_def);
 }

@@ -191,22 +191,7 @@ except ImportError:  # pragma: no cover - no compiler where the broker was built
     _v2_codec = None
 
 if _v2_codec is not None:
-    _v2_codec.configure(
-        hashlib.md5,
-        frozenset(_HIDDEN_KEYS),
-        {
-            "tags": p.P_TAGS,
-            "keys": p.P_KEYS,
-            "uniq": p.P_UNIQ,
-            "type": p.P_TYPE,
-            "group": p.P_GROUP,
-            "born_host": p.P_BORN_HOST,
-            "trace": p.P_TRACE,
-            "encoding": p.P_ENCODING,
-            "deliver_ms": P_DELIVER_MS,
-            "dlq_topic": p.P_DLQ_TOPIC,
-        },
-    )
+    _v2_codec.configure(hashlib.md5, frozenset(_HIDDEN_KEYS), p.STORE_PROPERTY_NAMES)
     encode_received = _v2_codec.encode_received
     ENCODER = "compiled"
 else:  # pragma: no cover

@@ -29,12 +29,20 @@ from dataplane.names import resolve
 from dataplane.services.route import ACCEPT as _ACCEPT
 from dataplane.store.message import MessageToStore
 from dataplane.store.status import PutMessageStatus
-from dataplane.timer import TIMER_TOPIC, InvalidRecallHandle, RecallTooLate, to_timer_message
+from dataplane.timer import P_DELIVER_MS, TIMER_TOPIC, InvalidRecallHandle, RecallTooLate, to_timer_message
 from dataplane.transaction import HALF_TOPIC, to_half_message
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 
-__all__ = ("SYSTEM_PROPERTY_KEYS", "build_message", "parse_peer", "recall_message", "send_message")
+__all__ = (
+    "BUILDER",
+    "STORE_PROPERTY_NAMES",
+    "SYSTEM_PROPERTY_KEYS",
+    "build_message",
+    "parse_peer",
+    "recall_message",
+    "send_message",
+)
 
 # Store property names for v2 system properties (RocketMQ's where one exists).
 P_TAGS, P_KEYS, P_UNIQ = "TAGS", "KEYS", "UNIQ_KEY"
@@ -66,6 +74,22 @@ SYSTEM_PROPERTY_KEYS = frozenset(
         "ORIGIN_MESSAGE_ID",
     }
 )
+
+# The store property names of the system properties, as the compiled codec (dataplane/_v2_codec.c)
+# is told them: it writes them when sending and reads them when receiving.
+STORE_PROPERTY_NAMES = {
+    "tags": P_TAGS,
+    "keys": P_KEYS,
+    "uniq": P_UNIQ,
+    "type": P_TYPE,
+    "group": P_GROUP,
+    "born_host": P_BORN_HOST,
+    "trace": P_TRACE,
+    "encoding": P_ENCODING,
+    "ns": P_NS,
+    "deliver_ms": P_DELIVER_MS,
+    "dlq_topic": P_DLQ_TOPIC,
+}
 
 
 class IllegalDeliveryTime(BrokerError):
@@ -160,6 +184,60 @@ def _resolve_topic(resource: pb.Resource, header_ns: str) -> tuple[str, str]:
             _resolved.clear()
         _resolved[key] = hit
     return hit
+
+
+# build_sent(raw request, ...) -> (MessageToStore list, message ids) or None: the usual request (every
+# message a valid NORMAL or FIFO message of the first message's topic) read from its serialized form
+# by compiled code, about a fifth of what build_message costs a message; anything else is None and
+# goes through build_message, the reference, which builds it or says why not. BUILDER says which runs.
+try:
+    from dataplane import _v2_codec  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - no compiler where the broker was built
+    _v2_codec = None
+
+if _v2_codec is not None:
+    _v2_codec.configure_send(MessageToStore, SYSTEM_PROPERTY_KEYS, STORE_PROPERTY_NAMES)
+    _build_sent = _v2_codec.build_sent
+    BUILDER = "compiled"
+else:  # pragma: no cover
+    _build_sent = None
+    BUILDER = "python"
+
+
+def build_compiled(
+    broker: Broker, request: svc.SendMessageRequest, header_ns: str, peer: tuple[str, int]
+) -> tuple[list[MessageToStore], list[str]] | None:
+    """Every message of ``request`` as build_message builds it, and their ids; None when any message
+    is not for the compiled builder (or it is not built): build them one by one then."""
+    if _build_sent is None:
+        return None
+    resource = request.messages[0].topic
+    try:
+        ns, qualified = _resolve_topic(resource, header_ns)
+        topic = broker.topic(qualified)
+    except BrokerError:
+        return None
+    topic_type = topic.message_type
+    storable = topic_type in _STORABLE_TOPIC_TYPES
+    accepted = _ACCEPT[topic_type]
+    s = broker.settings
+    built: tuple[list[MessageToStore], list[str]] | None = _build_sent(
+        request.SerializeToString(),
+        resource.resource_namespace,
+        resource.name,
+        ns,
+        qualified,
+        topic.max_message_bytes or s.max_body_bytes,
+        topic.queue_count,
+        storable and _MT_NORMAL in accepted,
+        storable and _MT_FIFO in accepted,
+        s.max_properties,
+        s.max_tag_length,
+        s.max_keys,
+        peer,
+        _round_robin,
+    )
+    return built
 
 
 def build_message(
@@ -368,7 +446,12 @@ async def send_message(
     delayed = False
     handles: Any = None
     halves = 0
-    for message in messages:
+    # the usual request is built at once by compiled code; any other message by message
+    compiled = build_compiled(broker, request, header_ns, born)
+    if compiled is not None:
+        to_store, ids = compiled
+        built = list(zip(ids, to_store, strict=True))
+    for message in messages if compiled is None else ():
         try:
             stored = build_message(broker, message, header_ns, born, topics)[0]
             to_store.append(stored)
