@@ -1,4 +1,4 @@
-/* Compiled hot paths of the v2 receive: received messages and receipt handles.
+/* Compiled hot paths of the v2 wire: received messages, receipt handles and sent messages.
  *
  * encode_received: a stored record as the bytes of a v2 ReceiveMessageResponse. The receive path
  * built each message field by field through protobuf's Python API and then serialized it (~14 us a
@@ -10,6 +10,8 @@
  *
  * receipt_encode / receipt_decode: ReceiptCodec's version-2 handles (dataplane/receipt.py), issued on
  * every delivery and verified on every ack; anything else is left to the Python code.
+ *
+ * build_sent: the store messages of a SendMessageRequest, read from its bytes (see its section).
  *
  * Field numbers are apache.rocketmq.v2's (proto/apache/rocketmq/v2/definition.proto):
  *   ReceiveMessageResponse.message = 2
@@ -1138,6 +1140,68 @@ done:
     return result;
 }
 
+/* send_sizes(raw) -> {(resource_namespace, name): [body size, ...]} of a SendMessageRequest's messages
+ * in their order, or None when the bytes hold anything else (a repeated topic field, say): the quota
+ * and metering totals the interceptor takes before the handler, without a Python object per message */
+static PyObject *send_sizes(PyObject *self, PyObject *raw)
+{
+    if (!PyBytes_Check(raw)) {
+        PyErr_SetString(PyExc_TypeError, "send_sizes takes bytes");
+        return NULL;
+    }
+    PyObject *out = PyDict_New();
+    if (out == NULL)
+        return NULL;
+    const char *p = PyBytes_AS_STRING(raw), *end = p + PyBytes_GET_SIZE(raw);
+    Field f, g;
+    while (p < end) {
+        if (next_field(&p, end, &f) < 0)
+            goto not_here;
+        if (f.number != 1)
+            continue;
+        if (f.wire != 2)
+            goto not_here;
+        Span ns = {"", 0}, name = {"", 0};
+        Py_ssize_t body = 0;
+        int seen_topic = 0;
+        const char *q = f.bytes.p, *qend = f.bytes.p + f.bytes.n;
+        while (q < qend) {
+            if (next_field(&q, qend, &g) < 0 || (g.number <= 4 && g.wire != 2))
+                goto not_here;
+            if (g.number == 1 && (seen_topic++ || resource_of(g.bytes, &ns, &name) < 0))
+                goto not_here;
+            if (g.number == 4)
+                body = g.bytes.n;
+        }
+        PyObject *key = Py_BuildValue("(s#s#)", ns.p, ns.n, name.p, name.n);
+        if (key == NULL)
+            goto not_here;
+        PyObject *sizes = PyDict_GetItemWithError(out, key);
+        int rc = -1;
+        if (sizes == NULL && !PyErr_Occurred()) {
+            sizes = PyList_New(0);
+            if (sizes != NULL) {
+                rc = PyDict_SetItem(out, key, sizes);
+                Py_DECREF(sizes); /* the dict holds it */
+            }
+        } else if (sizes != NULL) {
+            rc = 0;
+        }
+        Py_DECREF(key);
+        PyObject *size = rc < 0 ? NULL : PyLong_FromSsize_t(body);
+        if (size == NULL || PyList_Append(sizes, size) < 0) {
+            Py_XDECREF(size);
+            goto not_here;
+        }
+        Py_DECREF(size);
+    }
+    return out;
+not_here:
+    Py_DECREF(out);
+    PyErr_Clear(); /* the Python loop decides */
+    Py_RETURN_NONE;
+}
+
 /* configure_send(message_cls, reserved_keys, names): MessageToStore, produce.SYSTEM_PROPERTY_KEYS
  * and the store property names build_message writes (names also holds "ns") */
 static PyObject *configure_send(PyObject *self, PyObject *args)
@@ -1192,6 +1256,9 @@ static PyMethodDef methods[] = {
     {"receipt_decode", (PyCFunction)(void (*)(void))receipt_decode, METH_FASTCALL,
      "receipt_decode(mac, text, handle_type) -> the handle's fields as handle_type, or None when text is "
      "not a well-formed, correctly tagged version-2 handle."},
+    {"send_sizes", send_sizes, METH_O,
+     "send_sizes(raw) -> {(resource_namespace, name): [body sizes]} of a SendMessageRequest's messages, or "
+     "None when the bytes are not a plain request."},
     {"configure_send", configure_send, METH_VARARGS,
      "configure_send(message_cls, reserved_keys, names): MessageToStore, the property keys users may not "
      "set, and the store property names build_message writes (configure's names and \"ns\")."},

@@ -25,6 +25,7 @@ from dataplane.buffered_stream import Encoded
 from dataplane.errors import BrokerError, status_of
 from dataplane.guard import Guard
 from dataplane.services.base import remember_metadata
+from dataplane.services.produce import sizes_by_topic
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 
 __all__ = ("ADMIN_PREFIX", "V2_PREFIX", "AdminAuthInterceptor", "MessagingInterceptor")
@@ -190,18 +191,9 @@ def _header_ns(metadata: Any) -> str:
 def _produce_totals(
     request: Any, metadata: Any
 ) -> tuple[dict[tuple[str, str], tuple[int, int, int]], dict[tuple[str, str], list[int]]]:
-    """Of a SendMessage, in one pass over its messages: (namespace, qualified topic) -> (messages,
-    body bytes, largest body) for admission, and (namespace, topic) -> body sizes for metering."""
-    header_ns = _header_ns(metadata)
-    sizes: dict[tuple[str, str], list[int]] = {}
-    for message in request.messages:
-        topic = message.topic
-        key = (topic.resource_namespace or header_ns, topic.name)
-        per_topic = sizes.get(key)
-        if per_topic is None:
-            sizes[key] = [len(message.body)]
-        else:
-            per_topic.append(len(message.body))
+    """Of a SendMessage: (namespace, qualified topic) -> (messages, body bytes, largest body) for
+    admission, and (namespace, topic) -> body sizes for metering (read from the request's bytes)."""
+    sizes = sizes_by_topic(request, _header_ns(metadata))
     totals: dict[tuple[str, str], tuple[int, int, int]] = {}
     for (ns, name), per_topic in sizes.items():
         key = (ns, f"{ns}%{name}" if ns else name)

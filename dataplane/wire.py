@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import AsyncIterator, Callable, Collection
+from contextvars import ContextVar
 from typing import Any
 
 import grpc
@@ -21,7 +22,7 @@ from google.protobuf.message import DecodeError, Message
 
 from dataplane.buffered_stream import serialize, write_buffered
 
-__all__ = ("add_servicer",)
+__all__ = ("add_servicer", "request_bytes")
 
 logger = logging.getLogger(__name__)
 
@@ -37,11 +38,26 @@ def _decode(cls: type[Message], raw: bytes) -> Message | str:
         return _refusal(cls, exc)
 
 
+# The request a unary call decoded and the bytes it came in, for code that reads a request's wire
+# form (the compiled send path): each call runs in a task of its own, so this is the call's own.
+_received: ContextVar[tuple[Message, bytes] | None] = ContextVar("received", default=None)
+
+
+def request_bytes(request: Message) -> bytes:
+    """``request`` in its wire form: the bytes this call decoded it from (callers do not change
+    requests), or its serialization when it did not come in on this call."""
+    received = _received.get()
+    if received is not None and received[0] is request:
+        return received[1]
+    return request.SerializeToString()
+
+
 def _unary_unary(method: Callable[..., Any], cls: type[Message]) -> Callable[..., Any]:
     async def behavior(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         request = _decode(cls, raw)
         if isinstance(request, str):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request)
+        _received.set((request, raw))
         return await method(request, context)
 
     return behavior

@@ -31,6 +31,7 @@ from dataplane.store.message import MessageToStore
 from dataplane.store.status import PutMessageStatus
 from dataplane.timer import P_DELIVER_MS, TIMER_TOPIC, InvalidRecallHandle, RecallTooLate, to_timer_message
 from dataplane.transaction import HALF_TOPIC, to_half_message
+from dataplane.wire import request_bytes
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 
@@ -42,6 +43,7 @@ __all__ = (
     "parse_peer",
     "recall_message",
     "send_message",
+    "sizes_by_topic",
 )
 
 # Store property names for v2 system properties (RocketMQ's where one exists).
@@ -198,9 +200,10 @@ except ImportError:  # pragma: no cover - no compiler where the broker was built
 if _v2_codec is not None:
     _v2_codec.configure_send(MessageToStore, SYSTEM_PROPERTY_KEYS, STORE_PROPERTY_NAMES)
     _build_sent = _v2_codec.build_sent
+    _send_sizes = _v2_codec.send_sizes
     BUILDER = "compiled"
 else:  # pragma: no cover
-    _build_sent = None
+    _build_sent = _send_sizes = None
     BUILDER = "python"
 
 
@@ -222,7 +225,7 @@ def build_compiled(
     accepted = _ACCEPT[topic_type]
     s = broker.settings
     built: tuple[list[MessageToStore], list[str]] | None = _build_sent(
-        request.SerializeToString(),
+        request_bytes(request),
         resource.resource_namespace,
         resource.name,
         ns,
@@ -238,6 +241,30 @@ def build_compiled(
         _round_robin,
     )
     return built
+
+
+def sizes_by_topic(request: svc.SendMessageRequest, header_ns: str) -> dict[tuple[str, str], list[int]]:
+    """(namespace, topic as named) -> body sizes of the request's messages (the totals quotas and
+    metering take before the messages are built; the order within a topic is not kept)."""
+    by_resource = _send_sizes(request_bytes(request)) if _send_sizes is not None else None
+    sizes: dict[tuple[str, str], list[int]] = {}
+    if by_resource is None:
+        for message in request.messages:
+            topic = message.topic
+            key = (topic.resource_namespace or header_ns, topic.name)
+            per_topic = sizes.get(key)
+            if per_topic is None:
+                sizes[key] = [len(message.body)]
+            else:
+                per_topic.append(len(message.body))
+        return sizes
+    for (resource_ns, name), per_resource in by_resource.items():
+        key = (resource_ns or header_ns, name)
+        if key in sizes:  # named both with and without the header's namespace
+            sizes[key] = sizes[key] + per_resource
+        else:
+            sizes[key] = per_resource
+    return sizes
 
 
 def build_message(

@@ -302,3 +302,49 @@ def test_valid_requests_are_built_by_the_compiled_builder(messages: list[pb.Mess
     reference, compiled = _both(svc.SendMessageRequest(messages=messages))
     assert reference is not None
     assert compiled is not None
+
+
+def _python_sizes(request: svc.SendMessageRequest, header_ns: str) -> dict[tuple[str, str], list[int]]:
+    saved = p._send_sizes
+    p._send_sizes = None  # the Python loop, the reference
+    try:
+        return p.sizes_by_topic(request, header_ns)
+    finally:
+        p._send_sizes = saved
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["", "acme", "other"]),
+            st.sampled_from(["orders", "b", ""]),
+            st.binary(max_size=9),
+        ),
+        min_size=1,
+        max_size=10,
+    ),
+    st.sampled_from(["", "acme"]),
+)
+def test_sizes_by_topic_from_the_bytes_as_from_the_messages(
+    messages: list[tuple[str, str, bytes]], header_ns: str
+) -> None:
+    request = svc.SendMessageRequest(messages=[_message(name, ns, body) for ns, name, body in messages])
+    compiled = p.sizes_by_topic(request, header_ns)
+    python = _python_sizes(request, header_ns)
+    assert {k: sorted(v) for k, v in compiled.items()} == {k: sorted(v) for k, v in python.items()}
+    assert sum(map(len, compiled.values())) == len(messages)
+
+
+def test_sizes_by_topic_leaves_odd_bytes_to_the_python_loop() -> None:
+    # a message naming its topic twice (protobuf merges the two): the loop reads the merged topic
+    message = (
+        _message(body=b"abc").SerializeToString()
+        + pb.Message(topic=pb.Resource(name="billing")).SerializeToString()
+    )
+    raw = svc.SendMessageRequest(messages=[pb.Message.FromString(message)]).SerializeToString()
+    assert p._send_sizes(raw) == {("acme", "billing"): [3]}  # re-serialized: one merged topic
+    doubled = b"\x0a" + bytes([len(message)]) + message  # field 1, the message with two topic fields
+    assert p._send_sizes(doubled) is None
+    request = svc.SendMessageRequest.FromString(doubled)
+    assert p.sizes_by_topic(request, "") == {("acme", "billing"): [3]}
