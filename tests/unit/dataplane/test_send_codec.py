@@ -20,7 +20,7 @@ from dataplane.config import BrokerSettings
 from dataplane.errors import BrokerError, TopicNotFound
 from dataplane.metadata import TopicConfig, TopicType
 from dataplane.services import produce as p
-from dataplane.store.message import MessageToStore
+from dataplane.store.message import AppendEntry, MessageToStore
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 
@@ -348,3 +348,18 @@ def test_sizes_by_topic_leaves_odd_bytes_to_the_python_loop() -> None:
     assert p._send_sizes(doubled) is None
     request = svc.SendMessageRequest.FromString(doubled)
     assert p.sizes_by_topic(request, "") == {("acme", "billing"): [3]}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(_PLAIN.filter(bool), st.integers(0, 2**63 - 1) | st.integers(0, 3)), min_size=1, max_size=20
+    )
+)
+def test_the_compiled_answer_parses_as_the_python_one(entries: list[tuple[str, int]]) -> None:
+    built = [(mid, None) for mid, _ in entries]
+    appended = [AppendEntry(1000 + i, offset, 0, 0, "") for i, (_, offset) in enumerate(entries)]
+    data = p._encode_sent(p._OK_STATUS_BYTES, built, appended)
+    reference = p._ok_response(built, appended)
+    assert svc.SendMessageResponse.FromString(data) == reference
+    assert data == reference.SerializeToString(deterministic=True)
