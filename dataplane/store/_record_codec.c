@@ -1070,6 +1070,68 @@ static uint32_t key_crc(PyObject *key, int *failed)
     return crc;
 }
 
+/* index_items(requests) -> [(key, physical offset), ...]: IndexService.put_batch's keys of a batch's
+ * index requests (topic, KEYS, UNIQ_KEY, physical offset): "topic#key" for each whitespace-separated
+ * KEYS word, "#" + UNIQ_KEY (index_service.index_items_python is the reference) */
+static PyObject *index_items(PyObject *module, PyObject *requests)
+{
+    static PyObject *hash;
+    if (hash == NULL && (hash = PyUnicode_InternFromString("#")) == NULL)
+        return NULL;
+    PyObject *seq = PySequence_Fast(requests, "index_items takes a sequence of index requests");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *items = PyList_New(0);
+    if (items == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 4 || !PyUnicode_Check(PyTuple_GET_ITEM(r, 0))) {
+            PyErr_SetString(PyExc_TypeError, "index_items: requests are (topic, keys, uniq_key, offset)");
+            goto fail;
+        }
+        PyObject *topic = PyTuple_GET_ITEM(r, 0), *keys = PyTuple_GET_ITEM(r, 1);
+        PyObject *uniq = PyTuple_GET_ITEM(r, 2), *offset = PyTuple_GET_ITEM(r, 3);
+        int has_keys = PyObject_IsTrue(keys), has_uniq = PyObject_IsTrue(uniq);
+        if (has_keys < 0 || has_uniq < 0)
+            goto fail;
+        if (has_keys) {
+            PyObject *words = PyUnicode_Split(keys, NULL, -1);
+            if (words == NULL)
+                goto fail;
+            for (Py_ssize_t w = 0; w < PyList_GET_SIZE(words); w++) {
+                PyObject *key = PyUnicode_FromFormat("%U#%U", topic, PyList_GET_ITEM(words, w));
+                PyObject *item = key ? PyTuple_Pack(2, key, offset) : NULL;
+                Py_XDECREF(key);
+                if (item == NULL || PyList_Append(items, item) < 0) {
+                    Py_XDECREF(item);
+                    Py_DECREF(words);
+                    goto fail;
+                }
+                Py_DECREF(item);
+            }
+            Py_DECREF(words);
+        }
+        if (has_uniq) {
+            PyObject *key = PyUnicode_Concat(hash, uniq);
+            PyObject *item = key ? PyTuple_Pack(2, key, offset) : NULL;
+            Py_XDECREF(key);
+            if (item == NULL || PyList_Append(items, item) < 0) {
+                Py_XDECREF(item);
+                goto fail;
+            }
+            Py_DECREF(item);
+        }
+    }
+    Py_DECREF(seq);
+    return items;
+fail:
+    Py_DECREF(seq);
+    Py_XDECREF(items);
+    return NULL;
+}
+
 static PyObject *index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 10 || !PyList_Check(args[1])) {
@@ -1393,6 +1455,9 @@ static PyMethodDef methods[] = {
      "its ConsumeQueue, through put(key, first, entries) when not the usual case."},
     {"advance_queue_offsets", (PyCFunction)(void (*)(void))advance_queue_offsets, METH_FASTCALL,
      "advance_queue_offsets(queue_runs, offsets): offsets[key] = first + entries, per run."},
+    {"index_items", index_items, METH_O,
+     "index_items(requests) -> [(key, physical offset)]: the index keys of (topic, KEYS, UNIQ_KEY, "
+     "offset) requests, as IndexService.put_batch makes them."},
     {"index_put_keys", (PyCFunction)(void (*)(void))index_put_keys, METH_FASTCALL,
      "index_put_keys(mm, items, start, end, slot_num, entries_at, number, slots, diff, physical_offset) "
      "-> (number, slots, last physical offset); IndexFile.put_keys' loop."},

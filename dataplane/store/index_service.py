@@ -13,8 +13,9 @@ from pathlib import Path
 from dataplane.store.errors import StoreError
 from dataplane.store.index_file import IndexFile
 from dataplane.store.mapped_file import segment_name
+from dataplane.store.record import compiled_index_items
 
-__all__ = ("IndexService", "uniq_index_key")
+__all__ = ("IndexService", "index_items_python", "uniq_index_key")
 
 logger = logging.getLogger(__name__)
 
@@ -22,6 +23,22 @@ logger = logging.getLogger(__name__)
 def uniq_index_key(uniq_key: str) -> str:
     """Index key of a client message id: topic-less (``#`` + id); topics are never empty."""
     return "#" + uniq_key
+
+
+def index_items_python(requests: Sequence[tuple[str, str | None, str | None, int]]) -> list[tuple[str, int]]:
+    """(index key, physical offset) of each (topic, KEYS, UNIQ_KEY, physical offset): ``topic#key``
+    for each KEYS word, :func:`uniq_index_key` of the id (the compiled ``index_items`` does the same)."""
+    items: list[tuple[str, int]] = []
+    for topic, keys, uniq_key, physical_offset in requests:
+        if keys:
+            for key in keys.split():
+                items.append((f"{topic}#{key}", physical_offset))
+        if uniq_key:
+            items.append((uniq_index_key(uniq_key), physical_offset))
+    return items
+
+
+_index_items = compiled_index_items or index_items_python
 
 
 class IndexService:
@@ -72,13 +89,7 @@ class IndexService:
 
     def put_batch(self, requests: Sequence[tuple[str, str | None, str | None, int]], ts: int) -> None:
         """Index every (topic, KEYS, UNIQ_KEY, physical offset) of a batch stored at ``ts``."""
-        items: list[tuple[str, int]] = []
-        for topic, keys, uniq_key, physical_offset in requests:
-            if keys:
-                for key in keys.split():
-                    items.append((f"{topic}#{key}", physical_offset))
-            if uniq_key:
-                items.append((uniq_index_key(uniq_key), physical_offset))
+        items = _index_items(requests)
         done = 0
         # each pass fills the writable file or seals it; a new file always takes at least one key
         for _ in range(len(items) + 2):

@@ -409,6 +409,11 @@ compiled_write_queue_runs: (
 compiled_advance_queue_offsets: Callable[[QueueRuns, dict[tuple[str, int], int]], None] | None = (
     None if _codec is None else _codec.advance_queue_offsets
 )
+# IndexService.put_batch's keys of a batch, compiled (index_service.index_items_python is the
+# reference); None when not built.
+compiled_index_items: (
+    Callable[[Sequence[tuple[str, str | None, str | None, int]]], list[tuple[str, int]]] | None
+) = None if _codec is None else _codec.index_items
 # IndexFile.put_keys' loop, compiled (index_file.py keeps the Python form); None when not built.
 compiled_index_put_keys: Callable[..., tuple[int, int, int]] | None = (
     None if _codec is None else _codec.index_put_keys

@@ -6,9 +6,12 @@ from pathlib import Path
 from unittest.mock import patch
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dataplane.store.index_file import IndexFile
-from dataplane.store.record import compiled_index_put_keys
+from dataplane.store.index_service import index_items_python
+from dataplane.store.record import compiled_index_items, compiled_index_put_keys
 from tests.unit.store.conftest import StoreFactory, msg
 
 
@@ -134,3 +137,26 @@ def test_the_compiled_loop_refuses_bad_items(tmp_path: Path) -> None:
         assert f.select("a", 10, 0, 10_000) == []
     finally:
         f.close()
+
+
+_PIECES = ["a", "b", "ключ", " ", "\t", "\u2003", "#", "\n"]
+_WORDS = st.lists(st.sampled_from(_PIECES), max_size=12).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["orders", "acme%orders", "тема"]),
+            st.none() | _WORDS,
+            st.none() | st.text(max_size=6),
+            st.integers(0, 2**62),
+        ),
+        max_size=8,
+    )
+)
+def test_compiled_index_items_are_the_python_ones(
+    requests: list[tuple[str, str | None, str | None, int]],
+) -> None:
+    assert compiled_index_items is not None, "the store's C extension is not built: run scripts/build_ext.py"
+    assert compiled_index_items(requests) == index_items_python(requests)
