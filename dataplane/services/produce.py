@@ -191,7 +191,7 @@ def _resolve_topic(resource: pb.Resource, header_ns: str) -> tuple[str, str]:
 
 # build_sent(raw request, ...) -> (MessageToStore list, message ids) or None: the usual request (every
 # message a valid NORMAL or FIFO message of the first message's topic) read from its serialized form
-# by compiled code, about a fifth of what build_message costs a message; anything else is None and
+# by compiled code, a small part of what build_message costs per message; anything else is None and
 # goes through build_message, the reference, which builds it or says why not. BUILDER says which runs.
 try:
     from dataplane import _v2_codec  # type: ignore[attr-defined]
