@@ -38,7 +38,7 @@ enum { DIGEST_MD5 = 2, ENCODING_IDENTITY = 1, ENCODING_GZIP = 2, TYPE_NORMAL = 1
 
 /* Handed over once by configure(): hashlib.md5, the hidden property names, the property keys. */
 static PyObject *md5_fn, *hidden_keys;
-static PyObject *k_tags, *k_keys, *k_uniq, *k_type, *k_group, *k_born_host, *k_trace, *k_encoding,
+static PyObject *k_tags, *k_keys, *k_uniq, *k_type, *k_group, *k_born_host, *k_trace, *k_encoding, *k_ns,
     *k_deliver_ms, *k_dlq_topic, *s_gzip, *s_msg_id, *s_copy, *s_update, *s_digest;
 
 typedef struct {
@@ -662,9 +662,9 @@ static PyObject *receipt_decode(PyObject *self, PyObject *const *args, Py_ssize_
 static PyObject *configure_names(PyObject *names)
 {
     static const char *wanted[] = {"tags", "keys", "uniq", "type", "group", "born_host", "trace",
-                                   "encoding", "deliver_ms", "dlq_topic"};
+                                   "encoding", "ns", "deliver_ms", "dlq_topic"};
     PyObject **slots[] = {&k_tags, &k_keys, &k_uniq, &k_type, &k_group, &k_born_host, &k_trace,
-                          &k_encoding, &k_deliver_ms, &k_dlq_topic};
+                          &k_encoding, &k_ns, &k_deliver_ms, &k_dlq_topic};
     for (size_t i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
         PyObject *value = PyDict_GetItemString(names, wanted[i]);
         if (value == NULL || !PyUnicode_Check(value)) {
@@ -689,7 +689,7 @@ static PyObject *configure_names(PyObject *names)
  *   SendMessageRequest.messages = 1; Message and SystemProperties as above.
  */
 
-static PyObject *send_cls, *reserved_keys, *k_ns, *s_type_normal, *s_type_fifo, *s_space;
+static PyObject *send_cls, *reserved_keys, *s_type_normal, *s_type_fifo, *s_space;
 
 typedef struct {
     const char *p;
@@ -992,47 +992,64 @@ fail:
     return -1;
 }
 
+/* A Message's fields (topic = 1, user_properties = 2, system_properties = 3, body = 4): the topic's
+ * two names, the body and the system properties' bytes; with props, the user properties go into it
+ * under build_message's rules. -1 when malformed or a topic or system properties field repeats
+ * (protobuf would merge them: left to the Python code). */
+typedef struct {
+    Span topic_ns, topic_name, body, sys;
+} MessageFields;
+
+static int message_fields(Span message, MessageFields *m, PyObject *props)
+{
+    const char *p = message.p, *end = message.p + message.n;
+    int seen_topic = 0, seen_sys = 0;
+    Field f;
+    *m = (MessageFields){{"", 0}, {"", 0}, {"", 0}, {"", 0}};
+    while (p < end) {
+        if (next_field(&p, end, &f) < 0 || (f.number <= 4 && f.wire != 2))
+            return -1;
+        if (f.number == 1) {
+            if (seen_topic++ || resource_of(f.bytes, &m->topic_ns, &m->topic_name) < 0)
+                return -1;
+        } else if (f.number == 2) {
+            if (props != NULL && add_user_property(props, f.bytes) < 0)
+                return -1;
+        } else if (f.number == 3) {
+            if (seen_sys++)
+                return -1;
+            m->sys = f.bytes;
+        } else if (f.number == 4) {
+            m->body = f.bytes;
+        }
+    }
+    return 0;
+}
+
 /* One Message: its MessageToStore appended to out and its id to ids; -1 when not for this path */
 static int build_one(Span message, SendRules *r, PyObject *out, PyObject *ids)
 {
-    Span topic_ns = {"", 0}, topic_name = {"", 0}, body = {"", 0}, sys = {"", 0};
-    int seen_topic = 0, seen_sys = 0, fifo = 0;
+    MessageFields m;
+    int fifo = 0;
     int64_t born_ms = 0;
     long long queue_id = 0;
     PyObject *props = PyDict_New(), *id = NULL, *stored = NULL;
-    const char *p = message.p, *end = message.p + message.n;
-    Field f;
     if (props == NULL)
         return -1;
-    while (p < end) {
-        if (next_field(&p, end, &f) < 0 || (f.number <= 4 && f.wire != 2))
-            goto fail;
-        if (f.number == 1) {
-            if (seen_topic++ || resource_of(f.bytes, &topic_ns, &topic_name) < 0)
-                goto fail;
-        } else if (f.number == 2) {
-            if (add_user_property(props, f.bytes) < 0)
-                goto fail;
-        } else if (f.number == 3) {
-            if (seen_sys++)
-                goto fail;
-            sys = f.bytes;
-        } else if (f.number == 4) {
-            body = f.bytes;
-        }
-    }
-    if (!span_eq(topic_ns, r->want_ns) || !span_eq(topic_name, r->want_name))
+    if (message_fields(message, &m, props) < 0)
         goto fail;
-    if (body.n == 0 || body.n > r->limit || PyDict_GET_SIZE(props) > r->max_properties)
+    if (!span_eq(m.topic_ns, r->want_ns) || !span_eq(m.topic_name, r->want_name))
         goto fail;
-    if (add_system_properties(sys, r, props, &id, &fifo, &born_ms, &queue_id) < 0)
+    if (m.body.n == 0 || m.body.n > r->limit || PyDict_GET_SIZE(props) > r->max_properties)
+        goto fail;
+    if (add_system_properties(m.sys, r, props, &id, &fifo, &born_ms, &queue_id) < 0)
         goto fail;
     if (queue_id < 0 || queue_id >= r->queue_count) {
         queue_id = r->next_rr % r->queue_count;
         r->next_rr++;
         r->used_rr = 1;
     }
-    PyObject *data = PyBytes_FromStringAndSize(body.p, body.n);
+    PyObject *data = PyBytes_FromStringAndSize(m.body.p, m.body.n);
     PyObject *q = PyLong_FromLongLong(queue_id);
     PyObject *b = PyLong_FromLongLong(born_ms > 0 ? born_ms : 0);
     PyObject *zero = PyLong_FromLong(0);
@@ -1153,27 +1170,16 @@ static PyObject *send_sizes(PyObject *self, PyObject *raw)
     if (out == NULL)
         return NULL;
     const char *p = PyBytes_AS_STRING(raw), *end = p + PyBytes_GET_SIZE(raw);
-    Field f, g;
+    Field f;
+    MessageFields m;
     while (p < end) {
         if (next_field(&p, end, &f) < 0)
             goto not_here;
         if (f.number != 1)
             continue;
-        if (f.wire != 2)
+        if (f.wire != 2 || message_fields(f.bytes, &m, NULL) < 0)
             goto not_here;
-        Span ns = {"", 0}, name = {"", 0};
-        Py_ssize_t body = 0;
-        int seen_topic = 0;
-        const char *q = f.bytes.p, *qend = f.bytes.p + f.bytes.n;
-        while (q < qend) {
-            if (next_field(&q, qend, &g) < 0 || (g.number <= 4 && g.wire != 2))
-                goto not_here;
-            if (g.number == 1 && (seen_topic++ || resource_of(g.bytes, &ns, &name) < 0))
-                goto not_here;
-            if (g.number == 4)
-                body = g.bytes.n;
-        }
-        PyObject *key = Py_BuildValue("(s#s#)", ns.p, ns.n, name.p, name.n);
+        PyObject *key = Py_BuildValue("(s#s#)", m.topic_ns.p, m.topic_ns.n, m.topic_name.p, m.topic_name.n);
         if (key == NULL)
             goto not_here;
         PyObject *sizes = PyDict_GetItemWithError(out, key);
@@ -1188,7 +1194,7 @@ static PyObject *send_sizes(PyObject *self, PyObject *raw)
             rc = 0;
         }
         Py_DECREF(key);
-        PyObject *size = rc < 0 ? NULL : PyLong_FromSsize_t(body);
+        PyObject *size = rc < 0 ? NULL : PyLong_FromSsize_t(m.body.n);
         if (size == NULL || PyList_Append(sizes, size) < 0) {
             Py_XDECREF(size);
             goto not_here;
@@ -1253,23 +1259,16 @@ done:
 }
 
 /* configure_send(message_cls, reserved_keys, names): MessageToStore, produce.SYSTEM_PROPERTY_KEYS
- * and the store property names build_message writes (names also holds "ns") */
+ * and the store property names build_message writes (configure's names) */
 static PyObject *configure_send(PyObject *self, PyObject *args)
 {
     PyObject *cls, *reserved, *names;
     if (!PyArg_ParseTuple(args, "OO!O!", &cls, &PyFrozenSet_Type, &reserved, &PyDict_Type, &names))
         return NULL;
-    PyObject *ns = PyDict_GetItemString(names, "ns");
-    if (ns == NULL || !PyUnicode_Check(ns)) {
-        PyErr_SetString(PyExc_KeyError, "configure_send: names[ns] must be a str");
-        return NULL;
-    }
     PyObject *done = configure_names(names);
     if (done == NULL)
         return NULL;
     Py_DECREF(done);
-    Py_INCREF(ns);
-    Py_XSETREF(k_ns, ns);
     Py_INCREF(cls);
     Py_XSETREF(send_cls, cls);
     Py_INCREF(reserved);
@@ -1314,7 +1313,7 @@ static PyMethodDef methods[] = {
      "top and on each entry, each entry's message id (built[i][0]) and queue offset (appended[i][1])."},
     {"configure_send", configure_send, METH_VARARGS,
      "configure_send(message_cls, reserved_keys, names): MessageToStore, the property keys users may not "
-     "set, and the store property names build_message writes (configure's names and \"ns\")."},
+     "set, and the store property names build_message writes (configure's names)."},
     {"build_sent", (PyCFunction)(void (*)(void))build_sent, METH_FASTCALL,
      "build_sent(raw, resource_namespace, name, ns, qualified, limit, queue_count, accept_normal, "
      "accept_fifo, max_properties, max_tag_length, max_keys, peer, round_robin) -> (MessageToStore list, "

@@ -224,7 +224,10 @@ def build_compiled(
         return None
     topic_type = topic.message_type
     storable = topic_type in _STORABLE_TOPIC_TYPES
-    accepted = _ACCEPT[topic_type]
+    accept_normal = storable and _MT_NORMAL in _ACCEPT[topic_type]
+    accept_fifo = storable and _MT_FIFO in _ACCEPT[topic_type]
+    if not (accept_normal or accept_fifo):  # a DELAY or TRANSACTION topic: nothing to read for
+        return None
     s = broker.settings
     built: tuple[list[MessageToStore], list[str]] | None = _build_sent(
         request_bytes(request),
@@ -234,8 +237,8 @@ def build_compiled(
         qualified,
         topic.max_message_bytes or s.max_body_bytes,
         topic.queue_count,
-        storable and _MT_NORMAL in accepted,
-        storable and _MT_FIFO in accepted,
+        accept_normal,
+        accept_fifo,
         s.max_properties,
         s.max_tag_length,
         s.max_keys,

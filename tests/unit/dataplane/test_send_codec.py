@@ -180,6 +180,7 @@ def test_fifo_messages_and_the_header_namespace() -> None:
         pytest.param(_message(message_type=pb.LITE), id="LITE"),
         pytest.param(_message("fifo"), id="NORMAL on FIFO topic"),
         pytest.param(_message("missing"), id="no such topic"),
+        pytest.param(_message("later"), id="a DELAY topic"),
         pytest.param(_message(born_host="h" * 129), id="long born host"),
         pytest.param(_message(born_host="a\x01b"), id="born host with \x01"),
         pytest.param(_message(trace_context="t\x02"), id="trace with \x02"),
