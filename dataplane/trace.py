@@ -18,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable
 from operator import itemgetter
 from typing import Any, NamedTuple
+
+import orjson
 
 from dataplane.names import DLQ_PREFIX, RETRY_PREFIX
 from dataplane.timer.service import P_REAL_TOPIC, P_TIMER_OUT_MS, TIMER_TOPIC
@@ -149,7 +150,10 @@ class MessageTracer:
         from dataplane.store.message import MessageToStore
 
         ids = dict.fromkeys(e.message_id for e in batch if " " not in e.message_id)
-        body = json.dumps(batch, separators=(",", ":")).encode()  # a NamedTuple is written as a list
+        # orjson writes what json.dumps(separators=(",", ":")) wrote (a TraceEvent as a list, through
+        # ``default``; non-ASCII as UTF-8 rather than \u escapes), several times faster: a record of
+        # 64 events is written per 32 messages consumed
+        body = orjson.dumps(batch, default=tuple)
         return MessageToStore(TRACE_TOPIC, 0, body, {"KEYS": " ".join(ids)} if ids else {})
 
     async def flush_async(self) -> None:
@@ -210,8 +214,8 @@ class MessageTracer:
         found: list[TraceEvent] = []
         if self.enabled and " " not in message_id:
             for record in self.store.query_messages_by_key(TRACE_TOPIC, message_id, _MAX_RECORDS_READ):
-                with contextlib.suppress(ValueError, TypeError):
-                    for item in json.loads(record.body):
+                with contextlib.suppress(ValueError, TypeError):  # orjson's errors are ValueErrors
+                    for item in orjson.loads(record.body):
                         event = TraceEvent(*item)
                         if event.message_id == message_id:
                             found.append(event)

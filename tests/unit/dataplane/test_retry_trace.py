@@ -202,3 +202,22 @@ def test_redrive_log_persists_and_prunes(tmp_path: Path) -> None:
     log.add("%DLQ%g", [7], min_offset=2)  # 1 went with retention
     again = RedriveLog(path)
     assert [again.contains("%DLQ%g", o) for o in (1, 2, 3, 7, 8)] == [False, True, True, True, False]
+
+
+def test_trace_records_read_back_in_both_encodings() -> None:
+    """Records are written by orjson: the same JSON as ``json.dumps(separators=(",", ":"))`` for
+    ASCII, UTF-8 instead of ``\\u`` escapes otherwise; records written before (json.dumps, escapes)
+    are still read, and quotes, newlines and non-ASCII text come back as they went in."""
+    store = _Store()
+    tracer = MessageTracer(store)
+    tracer.record("m1", "ns%t", "delivered", group="ns%g", attempt=2, client_id='c"1\n', detail="état ✓")
+    tracer._pending = collections.deque(e._replace(time_ms=7) for e in tracer._pending)
+    tracer.flush()
+    event = ["m1", "ns%t", "delivered", 7, "ns%g", 2, 'c"1\n', "état ✓"]
+    assert json.loads(store.records[0].body) == [event]
+    assert store.records[0].body == json.dumps([event], separators=(",", ":"), ensure_ascii=False).encode()
+    old = json.dumps([["m2", "ns%t", "acked", 9, "ns%g", 1, "c2", "déjà"]], separators=(",", ":"))
+    assert "\\u" in old  # the earlier writer's escapes
+    store.records.append(type(store.records[0])("rmq_sys_TRACE_DATA", 0, old.encode(), {"KEYS": "m2"}))
+    assert tracer.events("m1", "ns%t") == [TraceEvent(*event)]
+    assert tracer.events("m2", "ns%t") == [TraceEvent("m2", "ns%t", "acked", 9, "ns%g", 1, "c2", "déjà")]
