@@ -174,10 +174,11 @@ class Guard:
             if not sizes:
                 continue
             total = sum(sizes)
-            self.meter.count_in(ns, sizes)
-            self.metrics.messages_in(ns, topic, len(sizes), total)
             self.storage.added(ns, total)
-        for ns in {ns for ns, _ in per_topic}:
+            if ns:  # tenant-labelled figures are a tenant's, as on the delivery side (count_delivered)
+                self.meter.count_in(ns, sizes)
+                self.metrics.messages_in(ns, topic, len(sizes), total)
+        for ns in {ns for ns, _ in per_topic if ns}:
             self.metrics.send_latency(ns, seconds)
 
     def count_delivering(self, admission: Admission, topic: pb.Resource, responses: list[Any]) -> list[int]:
@@ -420,7 +421,8 @@ class Guard:
             yield share
         storage = GaugeMetricFamily("mq_tenant_storage_bytes", "Bytes held in the store", labels=["tenant"])
         for ns, size in self.storage.tenant_totals().items():
-            storage.add_metric([ns], size)
+            if ns:  # topics outside any namespace (system topics, development brokers) are no tenant's
+                storage.add_metric([ns], size)
         yield storage
         store = self.broker.store
         yield GaugeMetricFamily(

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from mqcloud.admin_client import BrokerAdminClient
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from tests.conftest import free_port
-from tests.integration.broker.conftest import BrokerProcess, messages
+from tests.integration.broker.conftest import V2, BrokerProcess, messages
 
 from .conftest import ADMIN_TOKEN, FAST_METERING, client, tenant
 
@@ -68,5 +68,29 @@ def test_tenant_labelled_metrics(tmp_path: Path) -> None:
         # start-up objects frozen out of full collections (dataplane/heap.py), collections timed
         assert m[("mq_gc_frozen_objects", frozenset())] > 10_000
         assert m[("mq_gc_pause_seconds_count", frozenset({("generation", "0")}))] >= 1
+    finally:
+        broker.kill()
+
+
+def test_no_tenant_traffic_has_no_tenant_series(tmp_path: Path) -> None:
+    """Messages of a topic outside any namespace (a development broker) are counted per topic, and
+    in neither direction under an empty tenant label: sends used to be, deliveries never were."""
+    port = free_port()
+    broker = BrokerProcess(tmp_path / "broker", free_port(), metrics_listen=f"127.0.0.1:{port}")
+    broker.start()
+    try:
+        with BrokerAdminClient(broker.target) as op:
+            op.create_topic("plain", queue_count=1)
+            op.create_group("readers")
+        v2 = V2(broker.target)
+        try:
+            assert [v2.send("plain", b"abc").status.code for _ in range(3)] == [pb.Code.OK] * 3
+            assert len(messages(v2.receive("readers", "plain", poll_s=1))) == 3
+        finally:
+            v2.close()
+        m = _samples(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
+        assert m[("mq_broker_messages_in_total", frozenset({("topic", "plain")}))] == 3
+        tenant_series = [key for key in m if key[0].startswith("mq_tenant_") and ("tenant", "") in key[1]]
+        assert tenant_series == []
     finally:
         broker.kill()
