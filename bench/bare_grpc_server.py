@@ -6,7 +6,8 @@ no broker work at all. ReceiveMessage streams ``batch_size`` copies of one prepa
 so a consume run against it measures what streaming the responses alone costs. The stream is
 written as the broker writes it (``dataplane.buffered_stream``: one socket write per receive).
 It runs on the event loop a broker started in the same environment would (``MQ_BROKER_EVENT_LOOP``,
-uvloop unless set), so the two are measured on the same stack.
+uvloop unless set), and registers its methods as the broker does (:func:`register`), so the two
+are measured on the same stack.
 Run: ``python bench/bare_grpc_server.py PORT``.
 """
 
@@ -90,6 +91,33 @@ class BareMessagingService(svc_grpc.MessagingServiceServicer):
         return svc.SendMessageResponse(status=ok, entries=entries)
 
 
+def register(servicer: BareMessagingService, server: grpc.aio.Server) -> None:
+    """The three methods as the broker registers its own (``dataplane.wire.add_servicer``): one generic
+    handler and no registered methods. The generated ``add_MessagingServiceServicer_to_server``
+    registers every method of the service as well, and grpc.aio's accept loop then waits on one
+    pending request per registered method (``asyncio.wait`` over all of them) for every call: about
+    4% fewer single-message calls a second here, a ceiling lower than the framework's own."""
+    handlers = {
+        "SendMessage": grpc.unary_unary_rpc_method_handler(
+            servicer.SendMessage,
+            request_deserializer=svc.SendMessageRequest.FromString,
+            response_serializer=svc.SendMessageResponse.SerializeToString,
+        ),
+        "AckMessage": grpc.unary_unary_rpc_method_handler(
+            servicer.AckMessage,
+            request_deserializer=svc.AckMessageRequest.FromString,
+            response_serializer=svc.AckMessageResponse.SerializeToString,
+        ),
+        "ReceiveMessage": grpc.unary_stream_rpc_method_handler(
+            servicer.ReceiveMessage,
+            request_deserializer=svc.ReceiveMessageRequest.FromString,
+            response_serializer=svc.ReceiveMessageResponse.SerializeToString,
+        ),
+    }
+    service = svc.DESCRIPTOR.services_by_name["MessagingService"].full_name
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
+
+
 async def serve(port: int) -> None:
     server = grpc.aio.server(
         options=[
@@ -99,7 +127,7 @@ async def serve(port: int) -> None:
             ("grpc.server.max_pending_requests_hard_limit", 20_000),
         ]
     )
-    svc_grpc.add_MessagingServiceServicer_to_server(BareMessagingService(), server)
+    register(BareMessagingService(), server)
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
     sys.stdout.write("ready\n")
