@@ -199,13 +199,15 @@ except ImportError:  # pragma: no cover - no compiler where the broker was built
     _v2_codec = None
 
 if _v2_codec is not None:
-    _v2_codec.configure_send(MessageToStore, SYSTEM_PROPERTY_KEYS, STORE_PROPERTY_NAMES)
+    # True: build_sent fills MessageToStore's slots itself rather than running its __init__
+    FILLS_SLOTS: bool = _v2_codec.configure_send(MessageToStore, SYSTEM_PROPERTY_KEYS, STORE_PROPERTY_NAMES)
     _build_sent = _v2_codec.build_sent
     _send_sizes = _v2_codec.send_sizes
     _encode_sent = _v2_codec.encode_sent
     BUILDER = "compiled"
 else:  # pragma: no cover
     _build_sent = _send_sizes = _encode_sent = None
+    FILLS_SLOTS = False
     BUILDER = "python"
 
 

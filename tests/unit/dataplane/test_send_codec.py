@@ -9,6 +9,7 @@ a message, the compiled builder does not answer; and for the usual request it do
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 from typing import Any
 
@@ -94,6 +95,32 @@ def _message(topic: str = "orders", ns: str = "acme", body: bytes = b"hello", **
 
 def test_the_broker_sends_with_the_compiled_builder() -> None:
     assert p.BUILDER == "compiled", "dataplane/_v2_codec.c is not built: run scripts/build_ext.py"
+
+
+def test_the_compiled_builder_fills_message_slots_or_calls_the_class() -> None:
+    """MessageToStore's slots are filled by the compiled builder (no __init__ run per message); a
+    class it does not recognise (here one with a __post_init__) is called instead, as before."""
+    assert p.FILLS_SLOTS
+    built = p.build_compiled(BROKER, svc.SendMessageRequest(messages=[_message()]), "", PEER)
+    assert built is not None
+    (stored,), _ = built
+    assert stored == MessageToStore(stored.topic, stored.queue_id, b"hello", stored.properties, 0, 0, 0, PEER)
+    assert (stored.reconsume_times, stored.prepared_transaction_offset) == (0, 0)
+    stored.flag = 5  # an ordinary, writable object
+    assert stored.flag == 5
+
+    @dataclasses.dataclass(slots=True)
+    class Checked(MessageToStore):
+        def __post_init__(self) -> None:
+            self.flag = 99
+
+    codec = p._v2_codec
+    try:
+        assert codec.configure_send(Checked, p.SYSTEM_PROPERTY_KEYS, p.STORE_PROPERTY_NAMES) is False
+        built = p.build_compiled(BROKER, svc.SendMessageRequest(messages=[_message()]), "", PEER)
+        assert built is not None and type(built[0][0]) is Checked and built[0][0].flag == 99
+    finally:
+        assert codec.configure_send(MessageToStore, p.SYSTEM_PROPERTY_KEYS, p.STORE_PROPERTY_NAMES) is True
 
 
 def test_a_usual_batch_is_built_by_the_compiled_builder() -> None:
