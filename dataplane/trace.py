@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -70,6 +71,15 @@ class TraceEvent(NamedTuple):
 
 _MESSAGE_ID = itemgetter(0)  # of a TraceEvent
 _new_event = tuple.__new__  # a NamedTuple built without its Python-level __new__ (record_many)
+
+
+def _loads(body: bytes) -> Any:
+    """A record's events: orjson, or json for what orjson refuses (the escaped records of
+    ``_to_store``'s fallback, lone surrogates and ints past 64 bits)."""
+    try:
+        return orjson.loads(body)
+    except ValueError:
+        return json.loads(body)
 
 
 def _now_ms() -> int:
@@ -153,7 +163,10 @@ class MessageTracer:
         # orjson writes what json.dumps(separators=(",", ":")) wrote (a TraceEvent as a list, through
         # ``default``; non-ASCII as UTF-8 rather than \u escapes), several times faster: a record of
         # 64 events is written per 32 messages consumed
-        body = orjson.dumps(batch, default=tuple)
+        try:
+            body = orjson.dumps(batch, default=tuple)
+        except TypeError:  # text orjson refuses (a lone surrogate) or an int past 64 bits: escaped
+            body = json.dumps(batch, separators=(",", ":")).encode()
         return MessageToStore(TRACE_TOPIC, 0, body, {"KEYS": " ".join(ids)} if ids else {})
 
     async def flush_async(self) -> None:
@@ -215,7 +228,7 @@ class MessageTracer:
         if self.enabled and " " not in message_id:
             for record in self.store.query_messages_by_key(TRACE_TOPIC, message_id, _MAX_RECORDS_READ):
                 with contextlib.suppress(ValueError, TypeError):  # orjson's errors are ValueErrors
-                    for item in orjson.loads(record.body):
+                    for item in _loads(record.body):
                         event = TraceEvent(*item)
                         if event.message_id == message_id:
                             found.append(event)

@@ -221,3 +221,16 @@ def test_trace_records_read_back_in_both_encodings() -> None:
     store.records.append(type(store.records[0])("rmq_sys_TRACE_DATA", 0, old.encode(), {"KEYS": "m2"}))
     assert tracer.events("m1", "ns%t") == [TraceEvent(*event)]
     assert tracer.events("m2", "ns%t") == [TraceEvent("m2", "ns%t", "acked", 9, "ns%g", 1, "c2", "déjà")]
+
+
+def test_trace_text_orjson_refuses_is_written_escaped() -> None:
+    """A lone surrogate (text that is not UTF-8) or an int past 64 bits fails orjson: the record is
+    written by json.dumps instead, with escapes, and reads back; no event of the batch is lost."""
+    store = _Store()
+    tracer = MessageTracer(store)
+    tracer.record("m1", "ns%t", "delivered", detail="half \ud800 pair")
+    tracer.record("m2", "ns%t", "acked", attempt=1 << 70)
+    tracer.flush()
+    assert len(store.records) == 1 and b"\\ud800" in store.records[0].body
+    assert [e.detail for e in tracer.events("m1", "ns%t")] == ["half \ud800 pair"]
+    assert [e.attempt for e in tracer.events("m2", "ns%t")] == [1 << 70]
