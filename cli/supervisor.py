@@ -61,9 +61,18 @@ class Supervisor:
     def run_once(
         self, name: str, argv: Sequence[str], timeout: float = 300
     ) -> subprocess.CompletedProcess[str]:
-        """Run a setup step to completion (migrate, bootstrap); raise with its output on failure."""
+        """Run a setup step to completion (migrate, bootstrap); raise with its output on failure.
+
+        Like the children, a step dies with the supervisor: bootstrap keeps retrying the control
+        plane's HTTP API, which a supervisor SIGKILLed during it no longer serves."""
         return subprocess.run(
-            list(argv), env=self.env, capture_output=True, text=True, timeout=timeout, check=True
+            list(argv),
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=True,
+            preexec_fn=_die_with_parent,
         )
 
     def first_exited(self) -> Child | None:
