@@ -58,6 +58,27 @@ GROUPS = NamedResource(PATH, "group", DETAIL_COLUMNS)
 find = GROUPS.find
 
 
+def _fields(
+    fifo: bool | None,
+    broadcast: bool | None,
+    max_delivery_attempts: int | None,
+    retry_policy: RetryPolicy | None,
+    retry_initial_backoff_ms: int | None,
+    retry_max_backoff_ms: int | None,
+    description: str | None,
+) -> dict[str, object]:
+    """A group's fields as the API takes them, for create and update alike (None: not given)."""
+    return {
+        "fifo": fifo,
+        "broadcast": broadcast,
+        "max_delivery_attempts": max_delivery_attempts,
+        "retry_policy": retry_policy.value if retry_policy else None,
+        "retry_initial_backoff_ms": retry_initial_backoff_ms,
+        "retry_max_backoff_ms": retry_max_backoff_ms,
+        "description": description,
+    }
+
+
 @app.command("list")
 def list_groups(tenant: Tenant = None, fmt: Output = output.OutputFormat.TABLE) -> None:
     """List a tenant's consumer groups."""
@@ -99,15 +120,15 @@ def create(
     GROUPS.save(
         tenant,
         name,
-        {
-            "fifo": fifo,
-            "broadcast": broadcast,
-            "max_delivery_attempts": max_delivery_attempts,
-            "retry_policy": retry_policy.value if retry_policy else None,
-            "retry_initial_backoff_ms": retry_initial_backoff_ms,
-            "retry_max_backoff_ms": retry_max_backoff_ms,
-            "description": description,
-        },
+        _fields(
+            fifo,
+            broadcast,
+            max_delivery_attempts,
+            retry_policy,
+            retry_initial_backoff_ms,
+            retry_max_backoff_ms,
+            description,
+        ),
         create=True,
         no_wait=no_wait,
         timeout=wait_timeout,
@@ -134,15 +155,15 @@ def update(
     GROUPS.save(
         tenant,
         name,
-        {
-            "fifo": fifo,
-            "broadcast": broadcast,
-            "max_delivery_attempts": max_delivery_attempts,
-            "retry_policy": retry_policy.value if retry_policy else None,
-            "retry_initial_backoff_ms": retry_initial_backoff_ms,
-            "retry_max_backoff_ms": retry_max_backoff_ms,
-            "description": description,
-        },
+        _fields(
+            fifo,
+            broadcast,
+            max_delivery_attempts,
+            retry_policy,
+            retry_initial_backoff_ms,
+            retry_max_backoff_ms,
+            description,
+        ),
         create=False,
         no_wait=no_wait,
         timeout=wait_timeout,
