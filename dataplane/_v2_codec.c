@@ -1219,21 +1219,28 @@ done:
     return result;
 }
 
-/* send_sizes(raw) -> {(resource_namespace, name): [body size, ...]} of a SendMessageRequest's messages
- * in their order, or None when the bytes hold anything else (a repeated topic field, say): the quota
- * and metering totals the interceptor takes before the handler, without a Python object per message */
+/* send_sizes(raw) -> ({(resource_namespace, name): [body size, ...]}, [(resource_namespace, name), ...])
+ * of a SendMessageRequest's messages, or None when the bytes hold anything else (a repeated topic
+ * field, say): the quota and metering totals the interceptor takes before the handler, and the topics
+ * its access check reads, one per run of consecutive messages to the same topic (a run's messages
+ * name the same resource: checking it once decides as checking each), without a Python object per
+ * message */
 static PyObject *send_sizes(PyObject *self, PyObject *raw)
 {
     if (!PyBytes_Check(raw)) {
         PyErr_SetString(PyExc_TypeError, "send_sizes takes bytes");
         return NULL;
     }
-    PyObject *out = PyDict_New();
-    if (out == NULL)
+    PyObject *out = PyDict_New(), *runs = PyList_New(0);
+    if (out == NULL || runs == NULL) {
+        Py_XDECREF(out);
+        Py_XDECREF(runs);
         return NULL;
+    }
     const char *p = PyBytes_AS_STRING(raw), *end = p + PyBytes_GET_SIZE(raw);
     Field f;
     MessageFields m;
+    Span run_ns = {NULL, -1}, run_name = {NULL, -1}; /* the topic of the run so far: none yet */
     while (p < end) {
         if (next_field(&p, end, &f) < 0)
             goto not_here;
@@ -1244,6 +1251,14 @@ static PyObject *send_sizes(PyObject *self, PyObject *raw)
         PyObject *key = Py_BuildValue("(s#s#)", m.topic_ns.p, m.topic_ns.n, m.topic_name.p, m.topic_name.n);
         if (key == NULL)
             goto not_here;
+        if (!span_eq(m.topic_ns, run_ns) || !span_eq(m.topic_name, run_name)) {
+            if (PyList_Append(runs, key) < 0) {
+                Py_DECREF(key);
+                goto not_here;
+            }
+            run_ns = m.topic_ns;
+            run_name = m.topic_name;
+        }
         PyObject *sizes = PyDict_GetItemWithError(out, key);
         int rc = -1;
         if (sizes == NULL && !PyErr_Occurred()) {
@@ -1263,9 +1278,13 @@ static PyObject *send_sizes(PyObject *self, PyObject *raw)
         }
         Py_DECREF(size);
     }
-    return out;
+    PyObject *both = PyTuple_Pack(2, out, runs);
+    Py_DECREF(out);
+    Py_DECREF(runs);
+    return both;
 not_here:
     Py_DECREF(out);
+    Py_DECREF(runs);
     PyErr_Clear(); /* the Python loop decides */
     Py_RETURN_NONE;
 }
@@ -1370,8 +1389,8 @@ static PyMethodDef methods[] = {
      "receipt_decode(mac, text, handle_type) -> the handle's fields as handle_type, or None when text is "
      "not a well-formed, correctly tagged version-2 handle."},
     {"send_sizes", send_sizes, METH_O,
-     "send_sizes(raw) -> {(resource_namespace, name): [body sizes]} of a SendMessageRequest's messages, or "
-     "None when the bytes are not a plain request."},
+     "send_sizes(raw) -> ({(resource_namespace, name): [body sizes]}, [(resource_namespace, name) per run of "
+     "one topic]) of a SendMessageRequest's messages, or None when the bytes are not a plain request."},
     {"encode_sent", (PyCFunction)(void (*)(void))encode_sent, METH_FASTCALL,
      "encode_sent(status, built, appended) -> bytes of a SendMessageResponse: the serialized status on "
      "top and on each entry, each entry's message id (built[i][0]) and queue offset (appended[i][1])."},

@@ -20,12 +20,12 @@ from typing import Any
 import grpc
 from google.protobuf import timestamp_pb2
 
-from dataplane.auth.resources import settings_resources, touched
+from dataplane.auth.resources import Touch, sent_topics, settings_resources, touched
 from dataplane.buffered_stream import Encoded
 from dataplane.errors import BrokerError, status_of
 from dataplane.guard import Guard
 from dataplane.services.base import remember_metadata
-from dataplane.services.produce import sizes_by_topic
+from dataplane.services.produce import send_summary
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 
 __all__ = ("ADMIN_PREFIX", "V2_PREFIX", "AdminAuthInterceptor", "MessagingInterceptor")
@@ -73,8 +73,10 @@ class MessagingInterceptor:
             sizes: dict[tuple[str, str], list[int]] = {}
             try:
                 if sending:
-                    produce, sizes = _produce_totals(request, metadata)
-                guard.admit(rpc, touched(rpc, request), metadata, context.peer(), produce)
+                    produce, sizes, touches = _produce_totals(request, metadata)
+                else:
+                    touches = touched(rpc, request)
+                guard.admit(rpc, touches, metadata, context.peer(), produce)
             except BrokerError as exc:
                 return response_cls(status=status_of(exc))
             if not sending:
@@ -190,16 +192,17 @@ def _header_ns(metadata: Any) -> str:
 
 def _produce_totals(
     request: Any, metadata: Any
-) -> tuple[dict[tuple[str, str], tuple[int, int, int]], dict[tuple[str, str], list[int]]]:
+) -> tuple[dict[tuple[str, str], tuple[int, int, int]], dict[tuple[str, str], list[int]], list[Touch]]:
     """Of a SendMessage: (namespace, qualified topic) -> (messages, body bytes, largest body) for
-    admission, and (namespace, topic) -> body sizes for metering (read from the request's bytes)."""
-    sizes = sizes_by_topic(request, _header_ns(metadata))
+    admission, (namespace, topic) -> body sizes for metering, and what it touches for the access
+    check (all read from the request's bytes)."""
+    sizes, runs = send_summary(request, _header_ns(metadata))
     totals: dict[tuple[str, str], tuple[int, int, int]] = {}
     for (ns, name), per_topic in sizes.items():
         key = (ns, f"{ns}%{name}" if ns else name)
         count, total, largest = totals.get(key, (0, 0, 0))
         totals[key] = (count + len(per_topic), total + sum(per_topic), max(largest, *per_topic))
-    return totals, sizes
+    return totals, sizes, sent_topics(runs)
 
 
 class AdminAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc,type-arg]

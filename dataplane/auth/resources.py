@@ -13,7 +13,7 @@ from typing import Any
 from dataplane.security_store import AclAction, AclResourceType
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 
-__all__ = ("Touch", "settings_resources", "touched")
+__all__ = ("Touch", "sent_topics", "settings_resources", "touched")
 
 Touch = tuple[AclResourceType, pb.Resource, tuple[AclAction, ...]]
 
@@ -55,6 +55,13 @@ def touched(rpc: str, request: Any) -> list[Touch]:
     """Resources of a unary/server-streaming request; an RPC not listed touches nothing named."""
     extractor = _EXTRACTORS.get(rpc)
     return extractor(request) if extractor is not None else []
+
+
+def sent_topics(runs: list[tuple[str, str]]) -> list[Touch]:
+    """What a SendMessage touches, from its topics as named (resource namespace, name), one per run
+    of consecutive messages to the same topic (``produce.send_summary``): the same refusal, and the
+    same tenant, as its ``touched`` list of one entry per message, since a run names one resource."""
+    return [(_T, pb.Resource(resource_namespace=ns, name=name), _PUB) for ns, name in runs]
 
 
 def settings_resources(settings: pb.Settings) -> list[Touch]:

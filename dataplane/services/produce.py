@@ -43,6 +43,7 @@ __all__ = (
     "parse_peer",
     "recall_message",
     "send_message",
+    "send_summary",
     "sizes_by_topic",
 )
 
@@ -250,28 +251,43 @@ def build_compiled(
     return built
 
 
-def sizes_by_topic(request: svc.SendMessageRequest, header_ns: str) -> dict[tuple[str, str], list[int]]:
-    """(namespace, topic as named) -> body sizes of the request's messages (the totals quotas and
-    metering take before the messages are built; the order within a topic is not kept)."""
-    by_resource = _send_sizes(request_bytes(request)) if _send_sizes is not None else None
+def send_summary(
+    request: svc.SendMessageRequest, header_ns: str
+) -> tuple[dict[tuple[str, str], list[int]], list[tuple[str, str]]]:
+    """What the interceptor reads of a SendMessage before the handler runs, from the request's bytes:
+    (namespace, topic as named) -> body sizes of its messages (the totals quotas and metering take;
+    the order within a topic is not kept), and the topics as named (resource namespace, name), one per
+    run of consecutive messages to the same topic (what the access check reads: a run names one
+    resource, so checking it once decides as checking each of its messages)."""
+    compiled = _send_sizes(request_bytes(request)) if _send_sizes is not None else None
     sizes: dict[tuple[str, str], list[int]] = {}
-    if by_resource is None:
+    if compiled is None:
+        runs: list[tuple[str, str]] = []
         for message in request.messages:
             topic = message.topic
-            key = (topic.resource_namespace or header_ns, topic.name)
+            named = (topic.resource_namespace, topic.name)
+            if not runs or runs[-1] != named:
+                runs.append(named)
+            key = (named[0] or header_ns, named[1])
             per_topic = sizes.get(key)
             if per_topic is None:
                 sizes[key] = [len(message.body)]
             else:
                 per_topic.append(len(message.body))
-        return sizes
+        return sizes, runs
+    by_resource, runs = compiled
     for (resource_ns, name), per_resource in by_resource.items():
         key = (resource_ns or header_ns, name)
         if key in sizes:  # named both with and without the header's namespace
             sizes[key] = sizes[key] + per_resource
         else:
             sizes[key] = per_resource
-    return sizes
+    return sizes, runs
+
+
+def sizes_by_topic(request: svc.SendMessageRequest, header_ns: str) -> dict[tuple[str, str], list[int]]:
+    """The sizes of :func:`send_summary`."""
+    return send_summary(request, header_ns)[0]
 
 
 def build_message(

@@ -17,6 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dataplane.auth import Authenticator, Principal
+from dataplane.auth.resources import sent_topics, touched
 from dataplane.config import BrokerSettings
 from dataplane.errors import BrokerError, TopicNotFound
 from dataplane.metadata import TopicConfig, TopicType
@@ -332,11 +334,13 @@ def test_valid_requests_are_built_by_the_compiled_builder(messages: list[pb.Mess
     assert compiled is not None
 
 
-def _python_sizes(request: svc.SendMessageRequest, header_ns: str) -> dict[tuple[str, str], list[int]]:
+def _python_summary(
+    request: svc.SendMessageRequest, header_ns: str
+) -> tuple[dict[tuple[str, str], list[int]], list[tuple[str, str]]]:
     saved = p._send_sizes
     p._send_sizes = None  # the Python loop, the reference
     try:
-        return p.sizes_by_topic(request, header_ns)
+        return p.send_summary(request, header_ns)
     finally:
         p._send_sizes = saved
 
@@ -359,7 +363,7 @@ def test_sizes_by_topic_from_the_bytes_as_from_the_messages(
 ) -> None:
     request = svc.SendMessageRequest(messages=[_message(name, ns, body) for ns, name, body in messages])
     compiled = p.sizes_by_topic(request, header_ns)
-    python = _python_sizes(request, header_ns)
+    python = _python_summary(request, header_ns)[0]
     assert {k: sorted(v) for k, v in compiled.items()} == {k: sorted(v) for k, v in python.items()}
     assert sum(map(len, compiled.values())) == len(messages)
 
@@ -371,11 +375,41 @@ def test_sizes_by_topic_leaves_odd_bytes_to_the_python_loop() -> None:
         + pb.Message(topic=pb.Resource(name="billing")).SerializeToString()
     )
     raw = svc.SendMessageRequest(messages=[pb.Message.FromString(message)]).SerializeToString()
-    assert p._send_sizes(raw) == {("acme", "billing"): [3]}  # re-serialized: one merged topic
+    assert p._send_sizes(raw) == ({("acme", "billing"): [3]}, [("acme", "billing")])  # one merged topic
     doubled = b"\x0a" + bytes([len(message)]) + message  # field 1, the message with two topic fields
     assert p._send_sizes(doubled) is None
     request = svc.SendMessageRequest.FromString(doubled)
     assert p.sizes_by_topic(request, "") == {("acme", "billing"): [3]}
+    assert p.send_summary(request, "")[1] == [("acme", "billing")]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["", "acme", "other"]), st.sampled_from(["orders", "b", ""])),
+        min_size=1,
+        max_size=12,
+    ),
+    st.sampled_from(["", "acme", "other"]),
+)
+def test_sent_topics_decide_as_every_message_does(topics: list[tuple[str, str]], header_ns: str) -> None:
+    """A SendMessage's access check reads one topic per run of consecutive messages to the same
+    topic, from the bytes: the runs are the reference loop's, and checking them refuses, and finds the
+    tenant, exactly as checking every message's topic does (the first refusal's message included)."""
+    request = svc.SendMessageRequest(messages=[_message(name, ns) for ns, name in topics])
+    runs = p.send_summary(request, header_ns)[1]
+    assert runs == _python_summary(request, header_ns)[1]
+    assert runs == [t for i, t in enumerate(topics) if i == 0 or topics[i - 1] != t]
+    auth = Authenticator(SimpleNamespace(version=0, acls_for=lambda ns: ()), dev_mode=True)
+    for principal in (None, Principal("AK1", "acme"), Principal("AK2", "other")):
+
+        def decide(touches: list[Any], principal: Principal | None = principal) -> str:
+            try:
+                return "tenant " + auth.authorize(principal, touches, header_ns, "ipv4:127.0.0.1:1")
+            except BrokerError as exc:
+                return f"refused: {exc.message}"
+
+        assert decide(sent_topics(runs)) == decide(touched("SendMessage", request))
 
 
 @settings(max_examples=200, deadline=None)
