@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -58,25 +58,25 @@ GROUPS = NamedResource(PATH, "group", DETAIL_COLUMNS)
 find = GROUPS.find
 
 
-def _fields(
-    fifo: bool | None,
-    broadcast: bool | None,
-    max_delivery_attempts: int | None,
-    retry_policy: RetryPolicy | None,
-    retry_initial_backoff_ms: int | None,
-    retry_max_backoff_ms: int | None,
-    description: str | None,
-) -> dict[str, object]:
-    """A group's fields as the API takes them, for create and update alike (None: not given)."""
-    return {
-        "fifo": fifo,
-        "broadcast": broadcast,
-        "max_delivery_attempts": max_delivery_attempts,
-        "retry_policy": retry_policy.value if retry_policy else None,
-        "retry_initial_backoff_ms": retry_initial_backoff_ms,
-        "retry_max_backoff_ms": retry_max_backoff_ms,
-        "description": description,
-    }
+# The group's fields, as both create and update name their arguments (the API's names).
+_FIELDS = (
+    "fifo",
+    "broadcast",
+    "max_delivery_attempts",
+    "retry_policy",
+    "retry_initial_backoff_ms",
+    "retry_max_backoff_ms",
+    "description",
+)
+
+
+def _fields(arguments: dict[str, Any]) -> dict[str, Any]:
+    """A group's fields among a command's ``arguments`` (its ``locals()``), as the API takes them;
+    None: not given."""
+    fields = {name: arguments[name] for name in _FIELDS}
+    policy = fields["retry_policy"]
+    fields["retry_policy"] = policy.value if policy else None
+    return fields
 
 
 @app.command("list")
@@ -120,15 +120,7 @@ def create(
     GROUPS.save(
         tenant,
         name,
-        _fields(
-            fifo,
-            broadcast,
-            max_delivery_attempts,
-            retry_policy,
-            retry_initial_backoff_ms,
-            retry_max_backoff_ms,
-            description,
-        ),
+        _fields(locals()),
         create=True,
         no_wait=no_wait,
         timeout=wait_timeout,
@@ -155,15 +147,7 @@ def update(
     GROUPS.save(
         tenant,
         name,
-        _fields(
-            fifo,
-            broadcast,
-            max_delivery_attempts,
-            retry_policy,
-            retry_initial_backoff_ms,
-            retry_max_backoff_ms,
-            description,
-        ),
+        _fields(locals()),
         create=False,
         no_wait=no_wait,
         timeout=wait_timeout,

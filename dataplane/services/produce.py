@@ -44,7 +44,6 @@ __all__ = (
     "recall_message",
     "send_message",
     "send_summary",
-    "sizes_by_topic",
 )
 
 # Store property names for v2 system properties (RocketMQ's where one exists).
@@ -260,22 +259,17 @@ def send_summary(
     run of consecutive messages to the same topic (what the access check reads: a run names one
     resource, so checking it once decides as checking each of its messages)."""
     compiled = _send_sizes(request_bytes(request)) if _send_sizes is not None else None
-    sizes: dict[tuple[str, str], list[int]] = {}
-    if compiled is None:
+    if compiled is None:  # the loop that _v2_codec.send_sizes does from the bytes (the reference)
+        by_resource: dict[tuple[str, str], list[int]] = {}
         runs: list[tuple[str, str]] = []
         for message in request.messages:
-            topic = message.topic
-            named = (topic.resource_namespace, topic.name)
+            named = (message.topic.resource_namespace, message.topic.name)
             if not runs or runs[-1] != named:
                 runs.append(named)
-            key = (named[0] or header_ns, named[1])
-            per_topic = sizes.get(key)
-            if per_topic is None:
-                sizes[key] = [len(message.body)]
-            else:
-                per_topic.append(len(message.body))
-        return sizes, runs
-    by_resource, runs = compiled
+            by_resource.setdefault(named, []).append(len(message.body))
+    else:
+        by_resource, runs = compiled
+    sizes: dict[tuple[str, str], list[int]] = {}
     for (resource_ns, name), per_resource in by_resource.items():
         key = (resource_ns or header_ns, name)
         if key in sizes:  # named both with and without the header's namespace
@@ -283,11 +277,6 @@ def send_summary(
         else:
             sizes[key] = per_resource
     return sizes, runs
-
-
-def sizes_by_topic(request: svc.SendMessageRequest, header_ns: str) -> dict[tuple[str, str], list[int]]:
-    """The sizes of :func:`send_summary`."""
-    return send_summary(request, header_ns)[0]
 
 
 def build_message(

@@ -228,7 +228,16 @@ def test_group_create_fifo_waits_until_the_broker_serves_it(
     assert group["status"] == "active" and group["fifo"] is True
     served = broker_groups(stack)[f"{tenant}%billing"]
     assert served.fifo is True and served.max_delivery_attempts == 5  # type: ignore[attr-defined]
-    assert operator.json("group", "update", "billing", "--no-fifo")["fifo"] is False
+    updated = operator.json(
+        "group", "update", "billing", "--no-fifo", "--retry-policy", "exponential",
+        "--retry-initial-backoff-ms", "250", "--description", "invoices",
+    )  # fmt: skip
+    assert (updated["fifo"], updated["retry_policy"], updated["retry_initial_backoff_ms"]) == (
+        False,
+        "EXPONENTIAL",
+        250,
+    )
+    assert updated["description"] == "invoices" and updated["max_delivery_attempts"] == 5  # kept
     assert broker_groups(stack)[f"{tenant}%billing"].fifo is False  # type: ignore[attr-defined]
     assert [g["name"] for g in operator.json("group", "list")] == ["billing"]
     operator.ok("group", "delete", "billing", "-y")
