@@ -58,22 +58,15 @@ GROUPS = NamedResource(PATH, "group", DETAIL_COLUMNS)
 find = GROUPS.find
 
 
-# The group's fields, as both create and update name their arguments (the API's names).
-_FIELDS = (
-    "fifo",
-    "broadcast",
-    "max_delivery_attempts",
-    "retry_policy",
-    "retry_initial_backoff_ms",
-    "retry_max_backoff_ms",
-    "description",
-)
+# Arguments of create and update that are not the group's: every other one is a field, named as
+# the API names it.
+_NOT_FIELDS = frozenset({"name", "tenant", "no_wait", "wait_timeout", "fmt"})
 
 
 def _fields(arguments: dict[str, Any]) -> dict[str, Any]:
     """A group's fields among a command's ``arguments`` (its ``locals()``), as the API takes them;
     None: not given."""
-    fields = {name: arguments[name] for name in _FIELDS}
+    fields = {key: value for key, value in arguments.items() if key not in _NOT_FIELDS}
     policy = fields["retry_policy"]
     fields["retry_policy"] = policy.value if policy else None
     return fields
