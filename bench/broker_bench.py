@@ -12,6 +12,10 @@ Figures (``--json PATH`` writes them):
 - e2e_single_p99_ms              the same with one SendMessage per message (more calls per second
                                  than one Python gRPC client makes on 2 cores: the send queue grows)
 - e2e_p99_ms_at_300_msgs_per_s   single sends paced at 300 msgs/s (below the single-send ceiling)
+- e2e_p99_ms_at_2500_in_flight_1 / _in_flight_64   through the batching producer at 2,500 msgs/s
+                                 with ``max_in_flight`` 1 (the default: a batch whose delay ran out
+                                 waits while one of its topic is unanswered) and 64 (every batch
+                                 leaves after its delay), in alternating rounds, medians of ROUNDS
 - e2e_send_p99_ms(_at_300_msgs_per_s) / e2e_single_send_p99_ms   send -> answer in those runs
 - e2e_p99_ms_first_fifth / _last_fifth   the p99 of the first and of the last fifth of that run's
                                  receipts: far apart, the consumers fell further behind as it ran
@@ -327,10 +331,12 @@ async def e2e_latency(
     pid: int | None = None,
     drift: dict[str, float] | None = None,
     receives: dict[str, float] | None = None,
+    max_in_flight: int = 1,
 ) -> tuple[float, float]:
     """p99 of send -> receipt in ms, with consumers long-polling while a paced producer sends; and
     p99 of send -> SendMessage answer (when the two are close, the sends queue, not the delivery).
-    With ``batch_delay_ms`` the producer is the SDK's ``AsyncProducer`` with batching. ``cpu`` gets
+    With ``batch_delay_ms`` the producer is the SDK's ``AsyncProducer`` with batching (and
+    ``max_in_flight`` batches of the topic unanswered before one whose delay ran out waits). ``cpu`` gets
     the cores busy from the first send to the last receipt: ``broker`` (process ``pid``) and
     ``client`` (this process: producer and consumers). ``drift`` gets the p99 of the first and of
     the last fifth of the receipts (``first``, ``last``): far apart, the consumers fell behind.
@@ -398,7 +404,9 @@ async def e2e_latency(
         consumers = [asyncio.create_task(consumer()) for _ in range(4)]
         producer = None
         if batch_delay_ms is not None:
-            options = BatchingOptions(max_delay_ms=batch_delay_ms, max_messages=256)
+            options = BatchingOptions(
+                max_delay_ms=batch_delay_ms, max_messages=256, max_in_flight=max_in_flight
+            )
             producer = AsyncProducer(ClientConfig(target), [TOPIC], batching=options)
             await producer.start()
         await asyncio.sleep(0.5)  # consumers are parked in their long poll
@@ -526,6 +534,16 @@ async def run(quick: bool) -> dict[str, Any]:
         low, low_send = await e2e_latency(target, rate=300, seconds=2)
         results["e2e_p99_ms_at_300_msgs_per_s"] = low
         results["e2e_send_p99_ms_at_300_msgs_per_s"] = low_send
+        # What the producer's in-flight bound does under load: a rate this machine sustains.
+        bounded: dict[int, list[float]] = {1: [], 64: []}
+        for round_ in range(ROUNDS):
+            for in_flight in (1, 64) if round_ % 2 == 0 else (64, 1):
+                p99_ms, _ = await e2e_latency(
+                    target, rate=2500, seconds=2, batch_delay_ms=1.0, max_in_flight=in_flight
+                )
+                bounded[in_flight].append(p99_ms)
+        for in_flight, values in bounded.items():
+            results[f"e2e_p99_ms_at_2500_in_flight_{in_flight}"] = statistics.median(values)
         cpu: dict[str, float] = {}
         drift: dict[str, float] = {}
         shape: dict[str, float] = {}
@@ -578,6 +596,7 @@ async def run(quick: bool) -> dict[str, Any]:
         "consume_vs_nats": ratio("consume_msgs_per_s", "nats_consume_msgs_per_s"),
         "consume_vs_grpc_ceiling": ratio("consume_msgs_per_s", "grpc_ceiling_consume_msgs_per_s"),
         "grpc_ceiling_consume_vs_nats": ratio("grpc_ceiling_consume_msgs_per_s", "nats_consume_msgs_per_s"),
+        "e2e_in_flight_64_vs_1": ratio("e2e_p99_ms_at_2500_in_flight_64", "e2e_p99_ms_at_2500_in_flight_1"),
     }
     results["machine"] = {
         "cpus": os.cpu_count(),

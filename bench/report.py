@@ -94,6 +94,13 @@ RATIOS = (
         "grpc_ceiling_consume_msgs_per_s",
         "nats_consume_msgs_per_s",
     ),
+    # latencies: p99 without the producer's in-flight bound over p99 with it (above 1, it helps)
+    Ratio(
+        "broker_bench",
+        "ratios.e2e_in_flight_64_vs_1",
+        "e2e_p99_ms_at_2500_in_flight_1",
+        "e2e_p99_ms_at_2500_in_flight_64",
+    ),
     Ratio("store_bench", "append_vs_disk_ratio", "append_mb_s", "disk_write_mb_s", ">= 0.4"),
     Ratio(
         "store_bench",

@@ -318,3 +318,55 @@ async def test_batcher_bounds_batches_and_hands_errors_to_every_caller() -> None
     late = batcher.add(Message("t", b"z"))
     await batcher.flush()  # sent at once, not after the delay
     assert late.done() and late.result().message_id == "z"
+
+
+async def test_batcher_collects_past_the_delay_while_max_in_flight_batches_are_unanswered() -> None:
+    import asyncio
+
+    from mqcloud.batching import BatchingOptions, SendBatcher
+    from mqcloud.message import Message, SendReceipt
+
+    sent: list[list[bytes]] = []
+    answer = asyncio.Event()
+
+    async def send_batch(messages: list[Message]) -> list[SendReceipt]:
+        sent.append([m.body for m in messages])
+        await answer.wait()  # a broker that has not answered yet
+        return [SendReceipt(message_id=m.body.decode(), offset=0, endpoint="e", queue_id=0) for m in messages]
+
+    options = BatchingOptions(max_delay_ms=1, max_messages=4, max_in_flight=1)
+    batcher = SendBatcher(options, send_batch)
+    first = batcher.add(Message("t", b"a"))
+    await asyncio.sleep(0.01)  # its delay ran out: it went
+    assert sent == [[b"a"]]
+    waiting = []
+    for body in (b"b", b"c"):
+        waiting.append(batcher.add(Message("t", body)))
+        await asyncio.sleep(0.01)  # past the delay, but one batch is unanswered: they wait
+    assert sent == [[b"a"]]
+    # a batch that is full goes whatever is in flight; another key has its own count
+    full = [batcher.add(Message("t", body)) for body in (b"d", b"e")]
+    other = batcher.add(Message("u", b"x"))
+    await asyncio.sleep(0.01)
+    assert sent == [[b"a"], [b"b", b"c", b"d", b"e"], [b"x"]]
+    late = batcher.add(Message("t", b"f"))
+    await asyncio.sleep(0.01)
+    assert len(sent) == 3 and not late.done()
+    # the first answers land: the waiting batch leaves at once
+    answer.set()
+    receipts = await asyncio.gather(first, *waiting, *full, other, late)
+    assert [r.message_id for r in receipts] == list("abcdexf")
+    assert sent[-1] == [b"f"]
+    # flush sends a batch that waits for room at once
+    answer.clear()
+    blocked = batcher.add(Message("t", b"g"))
+    await asyncio.sleep(0.01)
+    held = batcher.add(Message("t", b"h"))
+    await asyncio.sleep(0.01)
+    assert sent[-1] == [b"g"]
+    flushing = asyncio.ensure_future(batcher.flush())
+    await asyncio.sleep(0.01)
+    assert sent[-1] == [b"h"]
+    answer.set()
+    await flushing
+    assert blocked.done() and held.done()
