@@ -139,17 +139,25 @@ def port_range() -> tuple[int, int]:
     return low, high
 
 
+# Ports this run has handed out: a port is free when drawn but bound only when its process starts,
+# so without this two parts of one cluster could draw the same port (one then fails to bind).
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
     """A free port below the ephemeral range, so no outgoing connection takes it before a node that
-    restarts on it binds again."""
+    restarts on it binds again; never one this run handed out before."""
     low, high = port_range()
     for _ in range(1000):
         port = random.randint(low, high)
+        if port in _handed_out:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
+        _handed_out.add(port)
         return port
     raise RuntimeError(f"no free port in {low}-{high}")
 
