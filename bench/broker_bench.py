@@ -534,12 +534,13 @@ async def run(quick: bool) -> dict[str, Any]:
         low, low_send = await e2e_latency(target, rate=300, seconds=2)
         results["e2e_p99_ms_at_300_msgs_per_s"] = low
         results["e2e_send_p99_ms_at_300_msgs_per_s"] = low_send
-        # What the producer's in-flight bound does under load: a rate this machine sustains.
+        # What the producer's in-flight bound does under load: a rate this machine sustains (1 s runs
+        # with --quick: the six runs cost about 2.5 s each, well within its 120 s).
         bounded: dict[int, list[float]] = {1: [], 64: []}
         for round_ in range(ROUNDS):
             for in_flight in (1, 64) if round_ % 2 == 0 else (64, 1):
                 p99_ms, _ = await e2e_latency(
-                    target, rate=2500, seconds=2, batch_delay_ms=1.0, max_in_flight=in_flight
+                    target, rate=2500, seconds=1 if quick else 4, batch_delay_ms=1.0, max_in_flight=in_flight
                 )
                 bounded[in_flight].append(p99_ms)
         for in_flight, values in bounded.items():
