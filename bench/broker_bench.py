@@ -7,6 +7,9 @@ Figures (``--json PATH`` writes them):
 - produce_sync_flush_msgs_per_s  the same with SYNC_FLUSH (group commit)
 - produce_single_msgs_per_s      one message per request, 16 in flight (as the official clients send)
 - consume_msgs_per_s             ReceiveMessage batches of 32, then one AckMessage per batch
+- consume_in_flight_msgs_per_s   the same for another group that holds ``consume_in_flight_held``
+                                 messages received and not acked (20,000; 100,000 without --quick);
+                                 ``consume_in_flight_vs_idle`` is its ratio to consume_msgs_per_s
 - e2e_p99_ms                     send -> receipt by a waiting consumer, paced at 5,000 msgs/s, sent
                                  through the SDK's batching producer (BatchingOptions, 1 ms delay)
 - e2e_single_p99_ms              the same with one SendMessage per message (more calls per second
@@ -160,7 +163,7 @@ def our_broker(flush: str, metrics_port: int = 0) -> Iterator[tuple[str, int]]:
                         topic=admin_pb2.Topic(name=TOPIC, queue_count=QUEUES, message_type=admin_pb2.NORMAL)
                     )
                 )
-                for group in (GROUP, GROUP + "-e2e"):
+                for group in (GROUP, GROUP + "-e2e", GROUP + "-held"):
                     admin.CreateGroup(admin_pb2.CreateGroupRequest(group=admin_pb2.Group(name=group)))
             yield target, proc.pid
     finally:
@@ -259,17 +262,17 @@ async def ack(s: Any, group: str, topic: str, received: list[pb.Message], deadli
         raise RuntimeError(f"ack on {topic} failed: {response.status}")
 
 
-async def consume(target: str, count: int, batch: int = 32, in_flight: int = 4) -> float:
+async def consume(target: str, count: int, batch: int = 32, in_flight: int = 4, group: str = GROUP) -> float:
     async with stub(target) as s:
         received = 0
 
         async def worker() -> None:
             nonlocal received
             while received < count:
-                got = await receive(s, receive_request(GROUP, TOPIC, batch, 60))
+                got = await receive(s, receive_request(group, TOPIC, batch, 60))
                 if not got:
                     return
-                await ack(s, GROUP, TOPIC, got)
+                await ack(s, group, TOPIC, got)
                 received += len(got)
 
         started = time.perf_counter()
@@ -286,6 +289,24 @@ async def consume_figures(target: str, pid: int, count: int, prefix: str) -> dic
         f"{prefix}consume_msgs_per_s": rate,
         f"{prefix}consume_cpu_us_per_msg": (cpu_seconds(pid) - cpu) / count * 1e6,
         f"{prefix}consume_switches_per_msg": (context_switches(pid) - switches) / count,
+    }
+
+
+async def consume_in_flight_figures(target: str, held: int, count: int) -> dict[str, float]:
+    """``consume_in_flight_msgs_per_s``: the consume loop of a group that already has ``held``
+    messages received and not acked (invisible for 5 minutes): a receive must not cost more with
+    more messages in flight (``consume_in_flight_vs_idle`` compares it with ``consume_msgs_per_s``)."""
+    group = GROUP + "-held"
+    async with stub(target) as s:
+        got = 0
+        while got < held:
+            batch = await receive(s, receive_request(group, TOPIC, 32, 300))
+            if not batch:
+                raise RuntimeError(f"only {got} of {held} messages to hold in flight")
+            got += len(batch)
+    return {
+        "consume_in_flight_msgs_per_s": await consume(target, count, group=group),
+        "consume_in_flight_held": float(got),
     }
 
 
@@ -530,6 +551,11 @@ async def run(quick: bool) -> dict[str, Any]:
                 results[f"{key}_rounds"] = [round(r) for r in values]
         results |= await consume_figures(bare_target, bare.pid, n_batched, "grpc_ceiling_")
         results |= await consume_figures(target, pid, n_batched, "")
+        # Another group, with many messages received and not acked: the stored backlog of the
+        # produce phases is enough (a new group starts at the first stored message).
+        results |= await consume_in_flight_figures(
+            target, 20_000 if quick else 100_000, 10_000 if quick else 50_000
+        )
         # The wake-up path at a rate one broker sustains with single-message sends, then the target.
         low, low_send = await e2e_latency(target, rate=300, seconds=2)
         results["e2e_p99_ms_at_300_msgs_per_s"] = low
@@ -596,6 +622,7 @@ async def run(quick: bool) -> dict[str, Any]:
         "single_vs_bare_single": ratio("produce_single_msgs_per_s", "grpc_ceiling_single_msgs_per_s"),
         "consume_vs_nats": ratio("consume_msgs_per_s", "nats_consume_msgs_per_s"),
         "consume_vs_grpc_ceiling": ratio("consume_msgs_per_s", "grpc_ceiling_consume_msgs_per_s"),
+        "consume_in_flight_vs_idle": ratio("consume_in_flight_msgs_per_s", "consume_msgs_per_s"),
         "grpc_ceiling_consume_vs_nats": ratio("grpc_ceiling_consume_msgs_per_s", "nats_consume_msgs_per_s"),
         "e2e_in_flight_64_vs_1": ratio("e2e_p99_ms_at_2500_in_flight_64", "e2e_p99_ms_at_2500_in_flight_1"),
     }

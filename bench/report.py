@@ -94,6 +94,13 @@ RATIOS = (
         "grpc_ceiling_consume_msgs_per_s",
         "nats_consume_msgs_per_s",
     ),
+    # a group holding many messages received and not acked, against one holding a few batches
+    Ratio(
+        "broker_bench",
+        "ratios.consume_in_flight_vs_idle",
+        "consume_in_flight_msgs_per_s",
+        "consume_msgs_per_s",
+    ),
     # latencies: p99 without the producer's in-flight bound over p99 with it (above 1, it helps)
     Ratio(
         "broker_bench",
