@@ -362,10 +362,13 @@ def _try_pop(
         return out
     # 2. New messages from each queue's cursor.
     tag_filter = set(flt.tags) if flt.tags is not None else None
+    max_offset = broker.store.get_max_offset_in_queue
     for qid in order:
         if len(out) >= batch:
             break
         pos = pop.position(group.name, topic, qid)
+        if max_offset(topic, qid) <= pos.next_offset:  # nothing new: what get_messages would find
+            continue
         result = broker.store.get_messages(
             topic,
             qid,
