@@ -10,6 +10,9 @@ Figures (``--json PATH`` writes them):
 - consume_in_flight_msgs_per_s   the same for another group that holds ``consume_in_flight_held``
                                  messages received and not acked (20,000; 100,000 without --quick);
                                  ``consume_in_flight_vs_idle`` is its ratio to consume_msgs_per_s
+- push_consume_msgs_per_s        our SDK's AsyncPushConsumer, a listener answering SUCCESS at once
+                                 (8,000 messages; 50,000 without --quick); ``push_vs_consume`` is
+                                 its ratio to consume_msgs_per_s (one AckMessage per receive there)
 - e2e_p99_ms                     send -> receipt by a waiting consumer, paced at 5,000 msgs/s, sent
                                  through the SDK's batching producer (BatchingOptions, 1 ms delay)
 - e2e_single_p99_ms              the same with one SendMessage per message (more calls per second
@@ -85,7 +88,14 @@ sys.path.insert(0, str(REPO / "bench"))
 import peers  # noqa: E402
 from procfs import context_switches, cpu_seconds  # noqa: E402
 
-from mqcloud import AsyncProducer, BatchingOptions, ClientConfig, Message  # noqa: E402
+from mqcloud import (  # noqa: E402
+    AsyncProducer,
+    AsyncPushConsumer,
+    BatchingOptions,
+    ClientConfig,
+    ConsumeResult,
+    Message,
+)
 from mqcloud.admin.v1 import admin_pb2, admin_pb2_grpc  # noqa: E402
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb  # noqa: E402
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc  # noqa: E402
@@ -163,7 +173,7 @@ def our_broker(flush: str, metrics_port: int = 0) -> Iterator[tuple[str, int]]:
                         topic=admin_pb2.Topic(name=TOPIC, queue_count=QUEUES, message_type=admin_pb2.NORMAL)
                     )
                 )
-                for group in (GROUP, GROUP + "-e2e", GROUP + "-held"):
+                for group in (GROUP, GROUP + "-e2e", GROUP + "-held", GROUP + "-push"):
                     admin.CreateGroup(admin_pb2.CreateGroupRequest(group=admin_pb2.Group(name=group)))
             yield target, proc.pid
     finally:
@@ -308,6 +318,30 @@ async def consume_in_flight_figures(target: str, held: int, count: int) -> dict[
         "consume_in_flight_msgs_per_s": await consume(target, count, group=group),
         "consume_in_flight_held": float(got),
     }
+
+
+async def push_consume(target: str, count: int) -> float:
+    """``push_consume_msgs_per_s``: our SDK's AsyncPushConsumer (20 consumption tasks, a listener that
+    answers SUCCESS at once, acks as the SDK sends them) in a group of its own, from the first
+    message the listener got to the ``count``-th."""
+    seen = 0
+    first = last = 0.0
+    done = asyncio.Event()
+
+    async def listener(_: Any) -> ConsumeResult:
+        nonlocal seen, first, last
+        seen += 1
+        if seen == 1:
+            first = time.perf_counter()
+        if seen == count:
+            last = time.perf_counter()
+            done.set()
+        return ConsumeResult.SUCCESS
+
+    consumer = AsyncPushConsumer(ClientConfig(target), GROUP + "-push", {TOPIC: "*"}, listener)
+    async with consumer:
+        await asyncio.wait_for(done.wait(), 120)
+    return (count - 1) / (last - first)
 
 
 async def cpu_per_call(target: str, pid: int, rate: int, seconds: float) -> float:
@@ -556,6 +590,7 @@ async def run(quick: bool) -> dict[str, Any]:
         results |= await consume_in_flight_figures(
             target, 20_000 if quick else 100_000, 10_000 if quick else 50_000
         )
+        results["push_consume_msgs_per_s"] = await push_consume(target, 8_000 if quick else 50_000)
         # The wake-up path at a rate one broker sustains with single-message sends, then the target.
         low, low_send = await e2e_latency(target, rate=300, seconds=2)
         results["e2e_p99_ms_at_300_msgs_per_s"] = low
@@ -623,6 +658,7 @@ async def run(quick: bool) -> dict[str, Any]:
         "consume_vs_nats": ratio("consume_msgs_per_s", "nats_consume_msgs_per_s"),
         "consume_vs_grpc_ceiling": ratio("consume_msgs_per_s", "grpc_ceiling_consume_msgs_per_s"),
         "consume_in_flight_vs_idle": ratio("consume_in_flight_msgs_per_s", "consume_msgs_per_s"),
+        "push_vs_consume": ratio("push_consume_msgs_per_s", "consume_msgs_per_s"),
         "grpc_ceiling_consume_vs_nats": ratio("grpc_ceiling_consume_msgs_per_s", "nats_consume_msgs_per_s"),
         "e2e_in_flight_64_vs_1": ratio("e2e_p99_ms_at_2500_in_flight_64", "e2e_p99_ms_at_2500_in_flight_1"),
     }

@@ -101,6 +101,8 @@ RATIOS = (
         "consume_in_flight_msgs_per_s",
         "consume_msgs_per_s",
     ),
+    # the SDK's push consumer (acks as it sends them) against the bench's receive-and-ack loop
+    Ratio("broker_bench", "ratios.push_vs_consume", "push_consume_msgs_per_s", "consume_msgs_per_s"),
     # latencies: p99 without the producer's in-flight bound over p99 with it (above 1, it helps)
     Ratio(
         "broker_bench",

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Any
 
 from mqcloud._base import BaseClient, duration
+from mqcloud.ack_batching import AckCoalescer
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from mqcloud.config import ClientConfig, endpoints_key
@@ -30,6 +32,7 @@ class ConsumerBase(BaseClient):
             raise ValueError("consumer group is required")
         self.group = group
         self.subscriptions = _filters(subscriptions)
+        self._acks: AckCoalescer | None = None  # made on the loop of the first ack
 
     def _initial_topics(self) -> list[str]:
         return list(self.subscriptions)
@@ -80,16 +83,22 @@ class ConsumerBase(BaseClient):
         return out
 
     async def ack(self, message: MessageView) -> None:
-        """Acknowledge: the message is consumed and will not be delivered to this group again."""
-        req = svc.AckMessageRequest(
-            group=self._group(),
-            topic=self.resource(message.topic),
-            entries=[
-                svc.AckMessageEntry(message_id=message.message_id, receipt_handle=message.receipt_handle)
-            ],
-        )
-        resp = await self.rpc.unary(message.endpoint, "AckMessage", req)
-        check_status(resp.status)
+        """Acknowledge: the message is consumed and will not be delivered to this group again.
+
+        Acks made while another of the same broker and topic is unanswered go out together in one
+        AckMessage call (``mqcloud.ack_batching``); each still fails or succeeds on its own."""
+        if self._acks is None:
+            self._acks = AckCoalescer(self._ack_call)
+        entry = svc.AckMessageEntry(message_id=message.message_id, receipt_handle=message.receipt_handle)
+        await self._acks.ack(message.endpoint, self._group(), self.resource(message.topic), entry)
+
+    async def _ack_call(self, endpoint: str, request: svc.AckMessageRequest) -> Any:
+        return await self.rpc.unary(endpoint, "AckMessage", request)
+
+    async def shutdown(self) -> None:
+        if self._acks is not None:  # acks under way are answered before the channels close
+            await self._acks.close()
+        await super().shutdown()
 
     async def change_invisible_duration(self, message: MessageView, seconds: float) -> None:
         """Make the message visible again after ``seconds`` (0 = soon); updates its receipt handle."""

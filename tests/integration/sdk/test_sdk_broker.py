@@ -22,7 +22,9 @@ from mqcloud import (
     PushConsumer,
     SimpleConsumer,
 )
-from tests.integration.sdk.conftest import Env
+from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
+from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
+from tests.integration.sdk.conftest import NAMESPACE, Env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -194,6 +196,60 @@ async def test_async_flavour(env: Env) -> None:
                 await c.ack(m)
                 got.append(m)
         assert {m.message_id for m in got} == {r.message_id for r in receipts}
+
+
+async def test_push_consumer_acks_go_together_and_each_takes_effect(env: Env) -> None:
+    """A push consumer's acks of one moment share an AckMessage call (mqcloud.ack_batching), and the
+    broker holds nothing in flight or unconsumed afterwards: every one of them was applied."""
+    total = 400
+    async with AsyncProducer(env.config, [env.topic]) as p:
+        for start in range(0, total, 100):
+            await p.send_batch([Message(env.topic, f"a{i}".encode()) for i in range(start, start + 100)])
+    seen: set[str] = set()
+    all_seen = asyncio.Event()
+
+    async def listener(m: MessageView) -> ConsumeResult:
+        seen.add(m.message_id)
+        if len(seen) == total:
+            all_seen.set()
+        return ConsumeResult.SUCCESS
+
+    consumer = AsyncPushConsumer(env.config, env.group, {env.topic: "*"}, listener, consumption_threads=32)
+    calls: list[int] = []
+    send_acks = consumer._ack_call
+
+    async def counted(endpoint: str, request: svc.AckMessageRequest) -> object:
+        calls.append(len(request.entries))
+        return await send_acks(endpoint, request)
+
+    consumer._ack_call = counted  # type: ignore[method-assign]
+    async with consumer:  # leaving it waits for the settling of every message received
+        await asyncio.wait_for(all_seen.wait(), 40)
+    assert len(seen) == total
+    assert sum(calls) == total
+    assert len(calls) < total // 4, calls  # one call per message before
+    stats = env.admin.group_stats(f"{NAMESPACE}%{env.group}", f"{NAMESPACE}%{env.topic}")
+    assert stats.in_flight == 0 and stats.lag_messages == 0
+
+
+async def test_acks_of_one_call_fail_alone(env: Env) -> None:
+    """Acks sent together each get their own answer: a stale handle among them fails that ack only."""
+    async with (
+        AsyncProducer(env.config, [env.topic]) as p,
+        AsyncSimpleConsumer(env.config, env.group, {env.topic: "*"}, await_duration=2) as c,
+    ):
+        await p.send_batch([Message(env.topic, f"s{i}".encode()) for i in range(10)])
+        got: list[MessageView] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 10 and time.monotonic() < deadline:
+            got += await c.receive(16, 30)
+        # the first ack leaves alone; the rest, with the first message's handle again, go together
+        results = await asyncio.gather(*(c.ack(m) for m in [*got, got[0]]), return_exceptions=True)
+    assert results[:10] == [None] * 10
+    assert isinstance(results[10], BadRequestError)
+    assert results[10].code == pb.Code.INVALID_RECEIPT_HANDLE
+    stats = env.admin.group_stats(f"{NAMESPACE}%{env.group}", f"{NAMESPACE}%{env.topic}")
+    assert stats.in_flight == 0 and stats.lag_messages == 0
 
 
 def test_push_consumer_retries_failures_then_succeeds(env: Env) -> None:

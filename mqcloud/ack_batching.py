@@ -1,0 +1,114 @@
+"""Acks sent together: the acks of one (broker, topic) that come while one of its AckMessage calls is
+unanswered go out in the next call, all at once.
+
+A push consumer settles every message on its own, and an AckMessage call per message made the acks
+the largest part of consuming: one round trip and one RPC's work on both sides for each message.
+An AckMessageRequest carries many entries, each answered with a status of its own. This is Nagle's
+rule, as the producer's batching applies it (``BatchingOptions.max_in_flight``): with no call of its
+key in flight an ack leaves at once (so acks are no later than one by one when they are few), and
+while one is in flight the acks of that key collect and leave together when it is answered. An ack
+waits at most one round trip more than it would have alone.
+
+Each ack's outcome is its own entry's status: a stale receipt handle fails that ack only. A call
+that fails as a whole (the broker unreachable) fails every ack it carried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
+from mqcloud.errors import MULTIPLE_RESULTS, IllegalStateError, check_status
+
+__all__ = ("MAX_ACK_ENTRIES", "AckCoalescer")
+
+#: Entries per AckMessage call (brokers refuse more than 1,024).
+MAX_ACK_ENTRIES = 256
+
+Key = tuple[str, bytes]  # (endpoint, the topic's serialized Resource)
+Entry = tuple[svc.AckMessageEntry, "asyncio.Future[None]"]
+
+
+class _Queue:
+    __slots__ = ("busy", "group", "pending", "topic")
+
+    def __init__(self, group: Any, topic: Any) -> None:
+        self.group, self.topic = group, topic
+        self.pending: list[Entry] = []
+        self.busy = False  # an AckMessage call of this key is unanswered
+
+
+class AckCoalescer:
+    """``ack(endpoint, group, topic, entry)`` resolves when the broker answered that entry.
+
+    ``send(endpoint, request)`` makes the call and returns the response (the consumer's RPC client).
+    Loop-bound: use it from one event loop.
+    """
+
+    def __init__(self, send: Callable[[str, svc.AckMessageRequest], Awaitable[Any]]) -> None:
+        self._send = send
+        self._queues: dict[Key, _Queue] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def ack(self, endpoint: str, group: Any, topic: Any, entry: svc.AckMessageEntry) -> None:
+        key = (endpoint, topic.SerializeToString())
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = self._queues[key] = _Queue(group, topic)
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        queue.pending.append((entry, future))
+        if not queue.busy:
+            self._start(endpoint, queue)
+        await future
+
+    def _start(self, endpoint: str, queue: _Queue) -> None:
+        batch, queue.pending = queue.pending[:MAX_ACK_ENTRIES], queue.pending[MAX_ACK_ENTRIES:]
+        queue.busy = True
+        task = asyncio.get_running_loop().create_task(self._call(endpoint, queue, batch))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _call(self, endpoint: str, queue: _Queue, batch: list[Entry]) -> None:
+        try:
+            entries = [e for e, _ in batch]
+            request = svc.AckMessageRequest(group=queue.group, topic=queue.topic, entries=entries)
+            try:
+                response = await self._send(endpoint, request)
+            except Exception as exc:  # noqa: BLE001 - the call failed as a whole: every ack with it
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                return
+            _settle(batch, response)
+        finally:
+            queue.busy = False
+            if queue.pending:
+                self._start(endpoint, queue)
+
+    async def close(self) -> None:
+        """Wait for the calls under way (their acks' waiters are answered either way)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+def _settle(batch: list[Entry], response: Any) -> None:
+    """Each ack gets its entry's status. An answer without one entry per ack is taken whole: its
+    status when OK or an error, and an error when it says some entries failed without saying which."""
+    results = list(response.entries)
+    by_entry = len(results) == len(batch)
+    for i, (_, future) in enumerate(batch):
+        if future.done():  # its waiter was cancelled
+            continue
+        try:
+            if by_entry:
+                check_status(results[i].status)
+            elif response.status.code == MULTIPLE_RESULTS:
+                raise IllegalStateError(f"ack answer has {len(results)} entries for {len(batch)} acks", 0)
+            else:
+                check_status(response.status)
+        except Exception as exc:  # noqa: BLE001 - handed to this ack's waiter
+            future.set_exception(exc)
+        else:
+            future.set_result(None)

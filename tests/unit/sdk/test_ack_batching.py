@@ -1,0 +1,154 @@
+"""The SDK's ack coalescing (mqcloud.ack_batching) with a send function the test answers by hand."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from mqcloud.ack_batching import MAX_ACK_ENTRIES, AckCoalescer
+from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
+from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
+from mqcloud.errors import BadRequestError, IllegalStateError, TransportError
+
+GROUP = pb.Resource(name="g")
+TOPIC_A = pb.Resource(name="a")
+TOPIC_B = pb.Resource(name="b")
+OK = pb.Status(code=pb.Code.OK, message="OK")
+
+
+class Broker:
+    """Records each AckMessage call and answers it when the test says so."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, svc.AckMessageRequest, asyncio.Future[Any]]] = []
+
+    async def send(self, endpoint: str, request: svc.AckMessageRequest) -> Any:
+        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.calls.append((endpoint, request, answer))
+        return await answer
+
+    @staticmethod
+    def all_ok(request: svc.AckMessageRequest) -> svc.AckMessageResponse:
+        entries = [svc.AckMessageResultEntry(message_id=e.message_id, status=OK) for e in request.entries]
+        return svc.AckMessageResponse(status=OK, entries=entries)
+
+
+def entry(i: int) -> svc.AckMessageEntry:
+    return svc.AckMessageEntry(message_id=f"m{i}", receipt_handle=f"h{i}")
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_an_ack_alone_leaves_at_once_and_later_ones_wait_for_its_answer() -> None:
+    broker = Broker()
+    acks = AckCoalescer(broker.send)
+    first = asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(0)))
+    await settle()
+    assert len(broker.calls) == 1 and [e.message_id for e in broker.calls[0][1].entries] == ["m0"]
+    # while that call is unanswered, the next acks of the key collect
+    rest = [asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(i))) for i in range(1, 6)]
+    await settle()
+    assert len(broker.calls) == 1
+    assert not any(f.done() for f in [first, *rest])
+    broker.calls[0][2].set_result(Broker.all_ok(broker.calls[0][1]))
+    await settle()
+    assert first.done() and first.result() is None
+    # ... and leave together, in one call, as soon as it is answered
+    assert len(broker.calls) == 2
+    request = broker.calls[1][1]
+    assert [e.message_id for e in request.entries] == [f"m{i}" for i in range(1, 6)]
+    assert request.group.name == "g" and request.topic.name == "a"
+    broker.calls[1][2].set_result(Broker.all_ok(request))
+    await asyncio.gather(*rest)
+    await acks.close()
+
+
+async def test_keys_do_not_wait_for_each_other() -> None:
+    broker = Broker()
+    acks = AckCoalescer(broker.send)
+    waiting = [
+        asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(0))),
+        asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_B, entry(1))),
+        asyncio.ensure_future(acks.ack("e2", GROUP, TOPIC_A, entry(2))),
+    ]
+    await settle()
+    assert sorted((ep, r.topic.name) for ep, r, _ in broker.calls) == [("e1", "a"), ("e1", "b"), ("e2", "a")]
+    for _, request, answer in broker.calls:
+        answer.set_result(Broker.all_ok(request))
+    await asyncio.gather(*waiting)
+
+
+async def test_each_ack_gets_its_own_entrys_status() -> None:
+    broker = Broker()
+    acks = AckCoalescer(broker.send)
+    blocker = asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(0)))
+    await settle()
+    batch = [asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(i))) for i in range(1, 4)]
+    broker.calls[0][2].set_result(Broker.all_ok(broker.calls[0][1]))
+    await settle()
+    request, answer = broker.calls[1][1], broker.calls[1][2]
+    response = Broker.all_ok(request)
+    response.status.code = pb.Code.MULTIPLE_RESULTS
+    response.entries[1].status.code = pb.Code.INVALID_RECEIPT_HANDLE
+    response.entries[1].status.message = "receipt handle is stale"
+    answer.set_result(response)
+    results = await asyncio.gather(*batch, return_exceptions=True)
+    assert results[0] is None and results[2] is None
+    assert isinstance(results[1], BadRequestError) and results[1].code == pb.Code.INVALID_RECEIPT_HANDLE
+    await blocker
+
+
+async def test_a_failed_call_fails_every_ack_it_carried_and_the_next_ones_still_go() -> None:
+    broker = Broker()
+    acks = AckCoalescer(broker.send)
+    first = asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(0)))
+    await settle()
+    second = asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(1)))
+    await settle()
+    broker.calls[0][2].set_exception(TransportError("AckMessage to e1: unavailable", "UNAVAILABLE"))
+    with pytest.raises(TransportError):
+        await first
+    await settle()
+    assert len(broker.calls) == 2  # the ack that waited still left
+    broker.calls[1][2].set_result(Broker.all_ok(broker.calls[1][1]))
+    assert await second is None
+
+
+async def test_an_answer_without_an_entry_per_ack_is_taken_whole() -> None:
+    broker = Broker()
+    acks = AckCoalescer(broker.send)
+    one = asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(0)))
+    await settle()
+    broker.calls[0][2].set_result(svc.AckMessageResponse(status=OK))  # no entries: the call's status
+    assert await one is None
+    two = asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(1)))
+    await settle()
+    mixed = svc.AckMessageResponse(status=pb.Status(code=pb.Code.MULTIPLE_RESULTS, message="some failed"))
+    broker.calls[1][2].set_result(mixed)  # which ones failed is not said: an error, not a success
+    with pytest.raises(IllegalStateError):
+        await two
+
+
+async def test_calls_carry_at_most_max_ack_entries() -> None:
+    broker = Broker()
+    acks = AckCoalescer(broker.send)
+    blocker = asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(0)))
+    await settle()
+    many = [
+        asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(i)))
+        for i in range(1, 2 * MAX_ACK_ENTRIES + 2)
+    ]
+    await settle()
+    for _ in range(4):
+        _, request, answer = broker.calls[-1]
+        if not answer.done():
+            answer.set_result(Broker.all_ok(request))
+        await settle()
+    sizes = [len(r.entries) for _, r, _ in broker.calls]
+    assert sizes == [1, MAX_ACK_ENTRIES, MAX_ACK_ENTRIES, 1]
+    await asyncio.gather(blocker, *many)
