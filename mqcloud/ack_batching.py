@@ -71,6 +71,7 @@ class AckCoalescer:
         task.add_done_callback(self._tasks.discard)
 
     async def _call(self, endpoint: str, queue: _Queue, batch: list[Entry]) -> None:
+        go_on = True
         try:
             entries = [e for e, _ in batch]
             request = svc.AckMessageRequest(group=queue.group, topic=queue.topic, entries=entries)
@@ -82,15 +83,28 @@ class AckCoalescer:
                         future.set_exception(exc)
                 return
             _settle(batch, response)
+        except asyncio.CancelledError:  # the loop is going away: so are the acks' waiters
+            go_on = False
+            for _, future in batch:
+                future.cancel()
+            raise
         finally:
             queue.busy = False
-            if queue.pending:
+            if go_on and queue.pending:
                 self._start(endpoint, queue)
 
-    async def close(self) -> None:
-        """Wait for the calls under way (their acks' waiters are answered either way)."""
+    async def close(self, wait_s: float = 10.0) -> None:
+        """Wait up to ``wait_s`` for the calls under way and those still to go (their acks'
+        waiters are answered either way); what is left then is cancelled."""
+        deadline = asyncio.get_running_loop().time() + wait_s
         while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                for task in list(self._tasks):
+                    task.cancel()
+                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+                return
+            await asyncio.wait(list(self._tasks), timeout=left)
 
 
 def _settle(batch: list[Entry], response: Any) -> None:

@@ -152,3 +152,19 @@ async def test_calls_carry_at_most_max_ack_entries() -> None:
     sizes = [len(r.entries) for _, r, _ in broker.calls]
     assert sizes == [1, MAX_ACK_ENTRIES, MAX_ACK_ENTRIES, 1]
     await asyncio.gather(blocker, *many)
+
+
+async def test_close_waits_for_the_calls_then_cancels_what_is_left() -> None:
+    broker = Broker()
+    acks = AckCoalescer(broker.send)
+    first = asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(0)))
+    await settle()
+    second = asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(1)))
+    await settle()
+    broker.calls[0][2].set_result(Broker.all_ok(broker.calls[0][1]))
+    await acks.close(wait_s=0.2)  # the second call is never answered: cancelled at the deadline
+    assert first.done() and first.result() is None
+    assert len(broker.calls) == 2
+    with pytest.raises(asyncio.CancelledError):
+        await second
+    assert not acks._tasks
