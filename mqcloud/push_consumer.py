@@ -4,9 +4,13 @@ again after the group's backoff delay (``ChangeInvisibleDuration``); once it has
 ``max_attempts`` times it is forwarded to the dead-letter queue. FIFO groups consume one message at a
 time per assigned queue and retry locally, so order is kept.
 
+Receiving: ``receives_per_queue`` receives (long polls) are kept open at once per assigned queue
+(one for FIFO groups); brokers assign a whole topic as one queue, and one receive at a time left the
+consumer waiting for each batch to stream in.
+
 Flow control: receiving pauses while the messages received but not yet acked/nacked exceed
 ``max_cache_message_count`` or ``max_cache_message_size_bytes``. The count bound is strict (each
-receive asks for at most the remaining room); the byte bound is enforced by estimating the room in
+receive reserves the room it asks for); the byte bound is enforced by estimating the room in
 messages from the average size seen so far, so it can be overshot by the first batch or by
 messages larger than the average.
 """
@@ -78,10 +82,17 @@ class AsyncPushConsumer(ConsumerBase):
         max_cache_message_count: int = 1024,
         max_cache_message_size_bytes: int = 64 * 1024 * 1024,
         invisible_duration: float = 30.0,
+        receives_per_queue: int = 4,
     ) -> None:
         super().__init__(config, group, subscriptions)
         if consumption_threads < 1 or max_cache_message_count < 1 or max_cache_message_size_bytes < 1:
             raise ValueError("consumption_threads and cache bounds must be positive")
+        if receives_per_queue < 1:
+            raise ValueError("receives_per_queue must be positive")
+        # Receives kept open at once per assigned queue (FIFO groups: one). A broker assigns a whole
+        # topic as one queue (id -1); with one receive at a time the consumer waited for each batch
+        # to stream in before asking for the next, and neither side was busy.
+        self.receives_per_queue = receives_per_queue
         self.listener = listener
         self.consumption_threads = consumption_threads
         self.max_cache_message_count = max_cache_message_count
@@ -93,11 +104,12 @@ class AsyncPushConsumer(ConsumerBase):
         self.fifo = False
         self.cached_message_count = 0
         self.cached_message_bytes = 0
+        self._reserved = 0  # room asked for by receives under way (the count bound stays strict)
         self._avg_size = 0.0
         self._space = asyncio.Condition()
         self._sem = asyncio.Semaphore(consumption_threads)
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self._loops: dict[tuple[str, int, str], asyncio.Task[None]] = {}
+        self._loops: dict[tuple[str, int, str, int], asyncio.Task[None]] = {}
         self._inflight: set[asyncio.Task[None]] = set()
 
     def _settings(self) -> pb.Settings:
@@ -140,7 +152,10 @@ class AsyncPushConsumer(ConsumerBase):
             except MQClientError as e:
                 log.warning("QueryAssignment for %s failed: %s", topic, e)
                 continue
-            wanted = {(topic, q.id, endpoints_key(q.broker.endpoints)): q for q in queues}
+            loops = 1 if self.fifo else self.receives_per_queue
+            wanted = {
+                (topic, q.id, endpoints_key(q.broker.endpoints), i): q for q in queues for i in range(loops)
+            }
             for key, task in list(self._loops.items()):
                 if key[0] == topic and key not in wanted:
                     task.cancel()
@@ -170,10 +185,13 @@ class AsyncPushConsumer(ConsumerBase):
         """How many more messages may be received now (0 = wait)."""
         if self.cached_message_bytes >= self.max_cache_message_size_bytes:
             return 0
-        room = self.max_cache_message_count - self.cached_message_count
+        room = self.max_cache_message_count - self.cached_message_count - self._reserved
+        if self._avg_size == 0 and self._reserved:  # sizes unknown: one receive at a time
+            return 0
         if self._avg_size > 0:  # estimate the byte room in messages from what was seen so far
-            byte_room = int((self.max_cache_message_size_bytes - self.cached_message_bytes) // self._avg_size)
-            room = min(room, max(1, byte_room))
+            free_bytes = self.max_cache_message_size_bytes - self.cached_message_bytes
+            byte_room = int(free_bytes // self._avg_size) - self._reserved
+            room = min(room, max(1, byte_room) if not self._reserved else byte_room)
         return room
 
     async def _receive_loop(self, topic: str, queue: pb.MessageQueue) -> None:
@@ -181,8 +199,10 @@ class AsyncPushConsumer(ConsumerBase):
             async with self._space:
                 await self._space.wait_for(lambda: self._room() > 0)
                 batch = min(self.receive_batch_size, self._room())
+                self._reserved += batch
             flt = self.subscriptions.get(topic)
-            if flt is None:
+            if flt is None:  # unsubscribed meanwhile
+                self._reserved -= batch
                 return
             try:
                 messages = await self._receive(
@@ -197,12 +217,19 @@ class AsyncPushConsumer(ConsumerBase):
             except MQClientError as e:
                 if not (isinstance(e, TransportError) and e.grpc_code == "DEADLINE_EXCEEDED"):
                     log.warning("receive from %s failed: %s", topic, e)
+                await self._unreserve(batch)
                 await asyncio.sleep(RECEIVE_ERROR_PAUSE)
                 continue
+            except BaseException:  # cancelled (shutdown, the queue unassigned): no waiting here
+                self._reserved -= batch
+                raise
             if not messages:
+                await self._unreserve(batch)
                 continue
             size = sum(len(m.body) for m in messages)
             async with self._space:
+                self._reserved -= batch
+                self._space.notify_all()  # what the receive did not fill is room again
                 self.cached_message_count += len(messages)
                 self.cached_message_bytes += size
                 batch_avg = size / len(messages)
@@ -215,6 +242,11 @@ class AsyncPushConsumer(ConsumerBase):
                     task = asyncio.create_task(self._consume(m))
                     self._inflight.add(task)
                     task.add_done_callback(self._inflight.discard)
+
+    async def _unreserve(self, batch: int) -> None:
+        async with self._space:
+            self._reserved -= batch
+            self._space.notify_all()
 
     async def _release(self, m: MessageView) -> None:
         async with self._space:
@@ -330,6 +362,7 @@ class PushConsumer(BlockingClient[AsyncPushConsumer]):
         max_cache_message_count: int = 1024,
         max_cache_message_size_bytes: int = 64 * 1024 * 1024,
         invisible_duration: float = 30.0,
+        receives_per_queue: int = 4,
     ) -> None:
         self._args = (config, group, subscriptions, listener)
         self._kwargs = {
@@ -337,6 +370,7 @@ class PushConsumer(BlockingClient[AsyncPushConsumer]):
             "max_cache_message_count": max_cache_message_count,
             "max_cache_message_size_bytes": max_cache_message_size_bytes,
             "invisible_duration": invisible_duration,
+            "receives_per_queue": receives_per_queue,
         }
 
     async def _create_core(self) -> AsyncPushConsumer:

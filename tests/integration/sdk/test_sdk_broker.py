@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -230,6 +231,43 @@ async def test_push_consumer_acks_go_together_and_each_takes_effect(env: Env) ->
     assert len(calls) < total // 4, calls  # one call per message before
     stats = env.admin.group_stats(f"{NAMESPACE}%{env.group}", f"{NAMESPACE}%{env.topic}")
     assert stats.in_flight == 0 and stats.lag_messages == 0
+
+
+async def test_push_consumer_keeps_several_receives_open(env: Env) -> None:
+    """The broker assigns the topic as one queue; the consumer keeps receives_per_queue receives
+    open on it at once, and every message still arrives exactly once."""
+    total = 600
+    async with AsyncProducer(env.config, [env.topic]) as p:
+        for start in range(0, total, 100):
+            await p.send_batch([Message(env.topic, f"r{i}".encode()) for i in range(start, start + 100)])
+    seen: list[str] = []
+    all_seen = asyncio.Event()
+
+    async def listener(m: MessageView) -> ConsumeResult:
+        seen.append(m.message_id)
+        if len(seen) == total:
+            all_seen.set()
+        return ConsumeResult.SUCCESS
+
+    consumer = AsyncPushConsumer(env.config, env.group, {env.topic: "*"}, listener, receives_per_queue=3)
+    open_now = peak = 0
+    receive = consumer._receive
+
+    async def counted(*args: Any, **kwargs: Any) -> list[MessageView]:
+        nonlocal open_now, peak
+        open_now += 1
+        peak = max(peak, open_now)
+        try:
+            return await receive(*args, **kwargs)
+        finally:
+            open_now -= 1
+
+    consumer._receive = counted  # type: ignore[method-assign]
+    async with consumer:
+        await asyncio.wait_for(all_seen.wait(), 40)
+        assert len(consumer._loops) == 3  # one assignment (queue id -1), three loops on it
+    assert peak >= 2
+    assert len(seen) == len(set(seen)) == total
 
 
 async def test_acks_of_one_call_fail_alone(env: Env) -> None:
