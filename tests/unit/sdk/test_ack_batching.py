@@ -44,6 +44,13 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
+async def ack_soon(acks: AckCoalescer, i: int, topic: pb.Resource = TOPIC_A) -> asyncio.Future[None]:
+    """Ack message i (endpoint e1) in a task of its own, and let the coalescer act on it."""
+    future = asyncio.ensure_future(acks.ack("e1", GROUP, topic, entry(i)))
+    await settle()
+    return future
+
+
 async def test_an_ack_alone_leaves_at_once_and_later_ones_wait_for_its_answer() -> None:
     broker = Broker()
     acks = AckCoalescer(broker.send)
@@ -86,8 +93,7 @@ async def test_keys_do_not_wait_for_each_other() -> None:
 async def test_each_ack_gets_its_own_entrys_status() -> None:
     broker = Broker()
     acks = AckCoalescer(broker.send)
-    blocker = asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(0)))
-    await settle()
+    blocker = await ack_soon(acks, 0)
     batch = [asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(i))) for i in range(1, 4)]
     broker.calls[0][2].set_result(Broker.all_ok(broker.calls[0][1]))
     await settle()
@@ -106,10 +112,8 @@ async def test_each_ack_gets_its_own_entrys_status() -> None:
 async def test_a_failed_call_fails_every_ack_it_carried_and_the_next_ones_still_go() -> None:
     broker = Broker()
     acks = AckCoalescer(broker.send)
-    first = asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(0)))
-    await settle()
-    second = asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(1)))
-    await settle()
+    first = await ack_soon(acks, 0)
+    second = await ack_soon(acks, 1)
     broker.calls[0][2].set_exception(TransportError("AckMessage to e1: unavailable", "UNAVAILABLE"))
     with pytest.raises(TransportError):
         await first
@@ -122,12 +126,10 @@ async def test_a_failed_call_fails_every_ack_it_carried_and_the_next_ones_still_
 async def test_an_answer_without_an_entry_per_ack_is_taken_whole() -> None:
     broker = Broker()
     acks = AckCoalescer(broker.send)
-    one = asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(0)))
-    await settle()
+    one = await ack_soon(acks, 0)
     broker.calls[0][2].set_result(svc.AckMessageResponse(status=OK))  # no entries: the call's status
     assert await one is None
-    two = asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(1)))
-    await settle()
+    two = await ack_soon(acks, 1)
     mixed = svc.AckMessageResponse(status=pb.Status(code=pb.Code.MULTIPLE_RESULTS, message="some failed"))
     broker.calls[1][2].set_result(mixed)  # which ones failed is not said: an error, not a success
     with pytest.raises(IllegalStateError):
@@ -137,8 +139,7 @@ async def test_an_answer_without_an_entry_per_ack_is_taken_whole() -> None:
 async def test_calls_carry_at_most_max_ack_entries() -> None:
     broker = Broker()
     acks = AckCoalescer(broker.send)
-    blocker = asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(0)))
-    await settle()
+    blocker = await ack_soon(acks, 0)
     many = [
         asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(i)))
         for i in range(1, 2 * MAX_ACK_ENTRIES + 2)
@@ -157,10 +158,8 @@ async def test_calls_carry_at_most_max_ack_entries() -> None:
 async def test_close_waits_for_the_calls_then_cancels_what_is_left() -> None:
     broker = Broker()
     acks = AckCoalescer(broker.send)
-    first = asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(0)))
-    await settle()
-    second = asyncio.ensure_future(acks.ack("e1", GROUP, TOPIC_A, entry(1)))
-    await settle()
+    first = await ack_soon(acks, 0)
+    second = await ack_soon(acks, 1)
     broker.calls[0][2].set_result(Broker.all_ok(broker.calls[0][1]))
     await acks.close(wait_s=0.2)  # the second call is never answered: cancelled at the deadline
     assert first.done() and first.result() is None
