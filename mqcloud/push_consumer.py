@@ -200,11 +200,11 @@ class AsyncPushConsumer(ConsumerBase):
                 await self._space.wait_for(lambda: self._room() > 0)
                 batch = min(self.receive_batch_size, self._room())
                 self._reserved += batch
-            flt = self.subscriptions.get(topic)
-            if flt is None:  # unsubscribed meanwhile
-                self._reserved -= batch
-                return
-            try:
+            messages: list[MessageView] | None = None
+            try:  # the reservation ends with the receive, whatever ends it (cancellation too)
+                flt = self.subscriptions.get(topic)
+                if flt is None:  # unsubscribed meanwhile
+                    return
                 messages = await self._receive(
                     queue,
                     flt,
@@ -217,36 +217,28 @@ class AsyncPushConsumer(ConsumerBase):
             except MQClientError as e:
                 if not (isinstance(e, TransportError) and e.grpc_code == "DEADLINE_EXCEEDED"):
                     log.warning("receive from %s failed: %s", topic, e)
-                await self._unreserve(batch)
-                await asyncio.sleep(RECEIVE_ERROR_PAUSE)
-                continue
-            except BaseException:  # cancelled (shutdown, the queue unassigned): no waiting here
+            finally:
+                # no await from here to the tasks below: the room given back and the messages
+                # counted in are seen together by the other receive loops
                 self._reserved -= batch
-                raise
-            if not messages:
-                await self._unreserve(batch)
-                continue
-            size = sum(len(m.body) for m in messages)
-            async with self._space:
-                self._reserved -= batch
-                self._space.notify_all()  # what the receive did not fill is room again
+            if messages:
+                size = sum(len(m.body) for m in messages)
                 self.cached_message_count += len(messages)
                 self.cached_message_bytes += size
                 batch_avg = size / len(messages)
                 self._avg_size = batch_avg if self._avg_size == 0 else 0.8 * self._avg_size + 0.2 * batch_avg
-            if self.fifo:
+                if not self.fifo:
+                    for m in messages:
+                        task = asyncio.create_task(self._consume(m))
+                        self._inflight.add(task)
+                        task.add_done_callback(self._inflight.discard)
+            async with self._space:
+                self._space.notify_all()  # what the receive did not fill is room again
+            if messages is None:
+                await asyncio.sleep(RECEIVE_ERROR_PAUSE)
+            elif self.fifo:
                 for m in messages:
                     await self._consume_fifo(m)
-            else:
-                for m in messages:
-                    task = asyncio.create_task(self._consume(m))
-                    self._inflight.add(task)
-                    task.add_done_callback(self._inflight.discard)
-
-    async def _unreserve(self, batch: int) -> None:
-        async with self._space:
-            self._reserved -= batch
-            self._space.notify_all()
 
     async def _release(self, m: MessageView) -> None:
         async with self._space:
