@@ -114,6 +114,48 @@ class Broker:
         # A new group starts from the first message still stored (documented in docs/broker.md).
         return int(self.store.get_min_offset_in_queue(topic, queue_id))
 
+    def forget_group(self, name: str) -> int:
+        """A deleted group: drop its POP positions (its broadcast members' too) and committed
+        offsets, so it no longer shows in lag reports and a group made again with its name starts
+        afresh. Returns how many positions went."""
+        member = name + "@"
+
+        def ours(group: str) -> bool:
+            return group == name or group.startswith(member)
+
+        dropped = 0
+        if self.pop is not None:
+            dropped = self.pop.forget(k for k in self.pop.position_keys() if ours(k[0]))
+        offsets = self.store.consumer_offsets
+        for group in {g for g, _ in offsets.snapshot() if ours(g)}:
+            offsets.remove_group(group)
+        return dropped
+
+    def forget_topic(self, name: str) -> int:
+        """A deleted topic: drop every group's POP positions and committed offsets on it."""
+        dropped = 0
+        if self.pop is not None:
+            dropped = self.pop.forget(k for k in self.pop.position_keys() if k[1] == name)
+        self.store.consumer_offsets.remove_topic(name)
+        return dropped
+
+    def expire_broadcast_members(self) -> int:
+        """Drop the positions and offsets of broadcast members (``group@client``) that have not
+        received from a topic for ``broadcast_member_idle_hours``: every restart of a broadcast
+        consumer comes as a new client, and the old one's position would stay, lagging more and
+        more in the lag reports. A replica leaves it to its master (the change is replicated)."""
+        if self.pop is None or not getattr(self.store, "writable", True):
+            return 0
+        idle = self.pop.idle(lambda g: "@" in g, self.settings.broadcast_member_idle_hours * 3600)
+        if not idle:
+            return 0
+        gone = set(idle)
+        dropped = self.pop.forget(k for k in self.pop.position_keys() if (k[0], k[1]) in gone)
+        for group, topic in idle:
+            self.store.consumer_offsets.remove(group, topic)
+        logger.info("dropped %d positions of %d idle broadcast members", dropped, len(idle))
+        return dropped
+
     def committed_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The store's committed offset of a group on a queue, -1 when there is none."""
         value = self.store.consumer_offsets.query(group, topic, queue_id)

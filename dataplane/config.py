@@ -63,6 +63,10 @@ class BrokerSettings(BaseSettings):
     grace_seconds: float = Field(default=5.0, ge=0)
     # In-flight journal is compacted into a snapshot after this many records.
     pop_journal_compact_records: int = Field(default=50_000, ge=100)
+    # A broadcast member (one position per client id) that has not received for this long is
+    # dropped with its offsets (docs/broker.md); as Kafka's offsets.retention.minutes, a week.
+    broadcast_member_idle_hours: float = Field(default=168.0, gt=0)
+    broadcast_expire_check_s: float = Field(default=600.0, gt=0)
     # Delay messages: the furthest delivery_timestamp accepted (the timer wheel spans twice this).
     max_delay_ms: int = Field(default=3 * 86_400_000, ge=1000)
     # Transactions (docs/transactions.md): a half message is checked back once it is this old

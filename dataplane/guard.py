@@ -215,6 +215,7 @@ class Guard:
             (s.storage_sample_s, self._sample_storage),
             (s.lag_sample_s, self._sample_lag),
             (CONNECTION_EXPIRE_S, self.quotas.connections.expire),
+            (s.broadcast_expire_check_s, self.broker.expire_broadcast_members),
         ):
             self._tasks.append(asyncio.create_task(self._every(interval, job)))
         self._tasks.append(asyncio.create_task(self._every_async(s.metering_flush_s, self.flush)))
@@ -308,7 +309,7 @@ class Guard:
         if self.meter.journal.dirty:
             await asyncio.to_thread(self.meter.sync)
 
-    async def _every(self, interval: float, job: Callable[[], None]) -> None:
+    async def _every(self, interval: float, job: Callable[[], object]) -> None:
         while True:
             await asyncio.sleep(interval)
             try:

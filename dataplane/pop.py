@@ -32,7 +32,8 @@ import json
 import logging
 import os
 import random
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -176,6 +177,9 @@ class PopState:
         self._positions: dict[Key, QueuePosition] = {}
         # the positions of each (group, topic): next_due_ms looks at a group's queues, not all
         self._by_topic: dict[tuple[str, str], list[QueuePosition]] = {}
+        # when a (group, topic) was last received from (monotonic s; not persisted: a restart
+        # counts as a use), for dropping the positions of broadcast members gone for good
+        self._used: dict[tuple[str, str], float] = {}
         self._journal_records = 0
         self._batch_depth = 0
         self._dirty = False
@@ -208,10 +212,13 @@ class PopState:
             self.cl_next = int(r["next"])
             return
         key = (r["g"], r["t"], r["q"])
+        op = r["op"]
+        if op == "forget":
+            self._remove(key)
+            return
         pos = self._positions.get(key)
         if pos is None:
             pos = self._add(key, QueuePosition(r.get("next", 0)))
-        op = r["op"]
         if op == "pop":
             pos.put(InFlight(r["o"], r["n"], r["a"], r["u"], bool(r.get("w"))))
             pos.next_offset = max(pos.next_offset, r["next"])
@@ -290,6 +297,7 @@ class PopState:
         """Forget every position (a replica about to rebuild its state from the CommitLog)."""
         self._positions.clear()
         self._by_topic.clear()
+        self._used.clear()
         self._outbox.clear()
         self.cl_next = cl_next
         self.compact()
@@ -375,6 +383,41 @@ class PopState:
         self._positions[key] = pos
         siblings.append(pos)
         return pos
+
+    def _remove(self, key: Key) -> None:
+        pos = self._positions.pop(key, None)
+        if pos is None:
+            return
+        siblings = self._by_topic[(key[0], key[1])]
+        siblings.remove(pos)
+        if not siblings:
+            del self._by_topic[(key[0], key[1])]
+            self._used.pop((key[0], key[1]), None)
+
+    def position_keys(self) -> list[Key]:
+        return list(self._positions)
+
+    def touch(self, group: str, topic: str) -> None:
+        """``group`` received from ``topic`` now (see :meth:`idle`)."""
+        self._used[(group, topic)] = time.monotonic()
+
+    def idle(self, wanted: Callable[[str], bool], for_s: float) -> list[tuple[str, str]]:
+        """(group, topic) pairs of the groups ``wanted`` picks with no :meth:`touch` for ``for_s``
+        seconds; a pair never touched since this process started counts from its first look here."""
+        now = time.monotonic()
+        used = self._used
+        return [gt for gt in self._by_topic if wanted(gt[0]) and now - used.setdefault(gt, now) >= for_s]
+
+    def forget(self, keys: Iterable[Key]) -> int:
+        """Drop the positions ``keys`` with what they hold in flight (a deleted group or topic, a
+        broadcast member gone for good): journaled and replicated as every change. Returns how many."""
+        dropped = 0
+        with self.batch():
+            for group, topic, queue_id in list(keys):
+                if (group, topic, queue_id) in self._positions:
+                    self._write({"op": "forget", "g": group, "t": topic, "q": queue_id})
+                    dropped += 1
+        return dropped
 
     def position(self, group: str, topic: str, queue_id: int) -> QueuePosition:
         key = (group, topic, queue_id)

@@ -262,6 +262,7 @@ class BrokerAdminServicer(admin_pb2_grpc.BrokerAdminServicer):  # type: ignore[m
     @_guard
     async def DeleteTopic(self, request: a.DeleteTopicRequest, context: Any) -> a.DeleteTopicResponse:
         self.broker.metadata.delete_topic(request.name)
+        self.broker.forget_topic(request.name)  # every group's positions and offsets on it
         return a.DeleteTopicResponse()
 
     @_guard
@@ -328,6 +329,7 @@ class BrokerAdminServicer(admin_pb2_grpc.BrokerAdminServicer):  # type: ignore[m
     @_guard
     async def DeleteGroup(self, request: a.DeleteGroupRequest, context: Any) -> a.DeleteGroupResponse:
         self.broker.metadata.delete_group(request.name)
+        self.broker.forget_group(request.name)  # its positions and offsets go with it
         return a.DeleteGroupResponse()
 
     @_guard

@@ -511,6 +511,8 @@ async def receive_message(
         if group.broadcast:  # every member gets every message: one POP position per client
             member = client_id or context.peer()
             group = dataclasses.replace(group, name=f"{group.name}{BROADCAST_SEP}{member}")
+            assert broker.pop is not None
+            broker.pop.touch(group.name, topic_name)  # idle members are dropped after a while
         flt = compile_filter(request.filter_expression if request.HasField("filter_expression") else None)
         s = broker.settings
         invisible_ms = (

@@ -98,6 +98,11 @@ class ConsumerOffsetManager:
                 del self._table[key]
             self._dirty = True
 
+    def remove(self, group: str, topic: str) -> None:
+        with self._lock:
+            if self._table.pop((group, topic), None) is not None:
+                self._dirty = True
+
     def remove_topic(self, topic: str) -> None:
         with self._lock:
             for key in [k for k in self._table if k[1] == topic]:

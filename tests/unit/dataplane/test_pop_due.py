@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 from pathlib import Path
 
 from dataplane.pop import InFlight, PopState, QueuePosition
@@ -77,4 +78,43 @@ def test_the_heap_stays_near_the_in_flight_count_when_acks_come_before_the_time_
     assert not pos.in_flight
     assert len(pos.due_heap) <= 1024 + 1
     assert state.next_due_ms("g", "t") is None
+    state.close()
+
+
+def test_forgotten_positions_stay_gone_after_a_reopen_and_on_a_replica(tmp_path: Path) -> None:
+    shipped: list[str] = []
+
+    def open_state(where: Path) -> PopState:
+        return PopState(where, initial_offset=lambda g, t, q: 0, on_commit=lambda *a: None)
+
+    state = open_state(tmp_path / "master")
+    state.sink = shipped.extend
+    for group in ("g", "g@client-1", "h"):
+        for qid in range(2):
+            state.deliver_new(group, "t", qid, [0, 1], 10**13)
+    assert state.forget(k for k in state.position_keys() if k[0].startswith("g@")) == 2
+    assert state.forget([("h", "t", 0), ("nobody", "t", 0)]) == 1
+    assert state.next_due_ms("g@client-1", "t") is None
+    left = {("g", "t", 0), ("g", "t", 1), ("h", "t", 1)}
+    assert set(state.position_keys()) == left
+    state.close()
+    reopened = open_state(tmp_path / "master")
+    assert set(reopened.position_keys()) == left
+    assert reopened.next_due_ms("h", "t") == 10**13
+    reopened.close()
+    replica = open_state(tmp_path / "replica")
+    replica.apply_replicated("".join(shipped).encode(), cl_next=1)
+    assert set(replica.position_keys()) == left
+    replica.close()
+
+
+def test_idle_names_the_pairs_not_touched_for_a_while(tmp_path: Path) -> None:
+    state = PopState(tmp_path, initial_offset=lambda g, t, q: 0, on_commit=lambda *a: None)
+    for group in ("g@a", "g@b", "plain"):
+        state.position(group, "t", 0)
+    assert state.idle(lambda g: "@" in g, 0.05) == []  # first look: counted from now
+    state.touch("g@b", "t")
+    time.sleep(0.06)
+    state.touch("g@b", "t")
+    assert state.idle(lambda g: "@" in g, 0.05) == [("g@a", "t")]
     state.close()
