@@ -153,7 +153,7 @@ def topic_update(
 
 @topic_app.command("delete")
 def topic_delete(name: Name) -> None:
-    """Delete a topic's configuration (stored messages age out by retention)."""
+    """Delete a topic's configuration and every group's offsets on it (messages age out by retention)."""
     from cli.output import success
 
     with _client() as c:
@@ -220,7 +220,7 @@ def group_update(
 
 @group_app.command("delete")
 def group_delete(name: Name) -> None:
-    """Delete a consumer group."""
+    """Delete a consumer group with its positions, in-flight messages and committed offsets."""
     from cli.output import success
 
     with _client() as c:
