@@ -14,6 +14,7 @@ from dataplane.errors import GroupNotFound, TopicNotFound
 from dataplane.ha_writes import build_ha
 from dataplane.long_polling import EVERY, LongPolls, Parked
 from dataplane.metadata import GroupConfig, MetadataStore, TopicConfig
+from dataplane.names import BROADCAST_SEP, base_group, is_broadcast_member
 from dataplane.pop import PopState
 from dataplane.receipt import ReceiptCodec, load_or_create_secret
 from dataplane.timer import RecallCodec, TimerMessageStore
@@ -107,8 +108,8 @@ class Broker:
         committed = self.committed_offset(group, topic, queue_id)
         if committed >= 0:
             return committed
-        if "@" in group:  # a broadcast member (docs/broker.md): what was stored since it first came
-            session = self.clients.get(group.partition("@")[2])
+        if is_broadcast_member(group):  # what was stored since the member first came (docs/broker.md)
+            session = self.clients.get(group.partition(BROADCAST_SEP)[2])
             since = session.first_seen_ms if session is not None else int(time.time() * 1000)
             return int(self.store.get_offset_in_queue_by_time(topic, queue_id, since))
         # A new group starts from the first message still stored (documented in docs/broker.md).
@@ -118,16 +119,11 @@ class Broker:
         """A deleted group: drop its POP positions (its broadcast members' too) and committed
         offsets, so it no longer shows in lag reports and a group made again with its name starts
         afresh. Returns how many positions went."""
-        member = name + "@"
-
-        def ours(group: str) -> bool:
-            return group == name or group.startswith(member)
-
         dropped = 0
         if self.pop is not None:
-            dropped = self.pop.forget(k for k in self.pop.position_keys() if ours(k[0]))
+            dropped = self.pop.forget(k for k in self.pop.position_keys() if base_group(k[0]) == name)
         offsets = self.store.consumer_offsets
-        for group in {g for g, _ in offsets.snapshot() if ours(g)}:
+        for group in {g for g, _ in offsets.snapshot() if base_group(g) == name}:
             offsets.remove_group(group)
         return dropped
 
@@ -146,7 +142,7 @@ class Broker:
         more in the lag reports. A replica leaves it to its master (the change is replicated)."""
         if self.pop is None or not getattr(self.store, "writable", True):
             return 0
-        idle = self.pop.idle(lambda g: "@" in g, self.settings.broadcast_member_idle_hours * 3600)
+        idle = self.pop.idle(is_broadcast_member, self.settings.broadcast_member_idle_hours * 3600)
         if not idle:
             return 0
         gone = set(idle)

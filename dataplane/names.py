@@ -14,10 +14,13 @@ from dataplane.errors import BadRequest, IllegalGroup, IllegalTopic
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 
 __all__ = (
+    "BROADCAST_SEP",
     "DLQ_PREFIX",
     "NAMESPACE_HEADER",
     "RETRY_PREFIX",
+    "base_group",
     "dlq_topic",
+    "is_broadcast_member",
     "namespace_from_metadata",
     "qualify",
     "resolve",
@@ -27,8 +30,19 @@ __all__ = (
 NAMESPACE_HEADER = "x-mq-namespace"
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
+# Broadcast groups keep one POP position per member: "{group}@{client id}" (docs/broker.md).
+BROADCAST_SEP = "@"
 _NAME_RE = re.compile(r"^[A-Za-z0-9_\-]{1,127}$")
 _NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_\-]{0,63}$")
+
+
+def base_group(pop_group: str) -> str:
+    """The consumer group of a POP position name (a broadcast member's name without the client)."""
+    return pop_group.partition(BROADCAST_SEP)[0]
+
+
+def is_broadcast_member(pop_group: str) -> bool:
+    return BROADCAST_SEP in pop_group
 
 
 def namespace_from_metadata(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:

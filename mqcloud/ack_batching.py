@@ -27,7 +27,7 @@ __all__ = ("MAX_ACK_ENTRIES", "AckCoalescer")
 #: Entries per AckMessage call (brokers refuse more than 1,024).
 MAX_ACK_ENTRIES = 256
 
-Key = tuple[str, bytes]  # (endpoint, the topic's serialized Resource)
+Key = tuple[str, str, str]  # (endpoint, the topic's namespace, its name)
 Entry = tuple[svc.AckMessageEntry, "asyncio.Future[None]"]
 
 
@@ -53,7 +53,7 @@ class AckCoalescer:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def ack(self, endpoint: str, group: Any, topic: Any, entry: svc.AckMessageEntry) -> None:
-        key = (endpoint, topic.SerializeToString())
+        key = (endpoint, topic.resource_namespace, topic.name)
         queue = self._queues.get(key)
         if queue is None:
             queue = self._queues[key] = _Queue(group, topic)

@@ -186,13 +186,13 @@ class AsyncPushConsumer(ConsumerBase):
         if self.cached_message_bytes >= self.max_cache_message_size_bytes:
             return 0
         room = self.max_cache_message_count - self.cached_message_count - self._reserved
-        if self._avg_size == 0 and self._reserved:  # sizes unknown: one receive at a time
-            return 0
-        if self._avg_size > 0:  # estimate the byte room in messages from what was seen so far
-            free_bytes = self.max_cache_message_size_bytes - self.cached_message_bytes
-            byte_room = int(free_bytes // self._avg_size) - self._reserved
-            room = min(room, max(1, byte_room) if not self._reserved else byte_room)
-        return room
+        if self._avg_size == 0:  # sizes unknown: one receive at a time
+            return 0 if self._reserved else room
+        # the byte room in messages, estimated from the sizes seen so far; with no receive under
+        # way at least one, so receiving never stalls below the byte bound
+        free_bytes = self.max_cache_message_size_bytes - self.cached_message_bytes
+        byte_room = int(free_bytes // self._avg_size) - self._reserved
+        return min(room, byte_room if self._reserved else max(1, byte_room))
 
     async def _receive_loop(self, topic: str, queue: pb.MessageQueue) -> None:
         while True:

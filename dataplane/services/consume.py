@@ -29,7 +29,7 @@ from dataplane.errors import (
 from dataplane.filters import MessageFilter, compile_filter
 from dataplane.metadata import GroupConfig
 from dataplane.metrics import TRAFFIC_OUT
-from dataplane.names import dlq_topic, resolve
+from dataplane.names import BROADCAST_SEP, base_group, dlq_topic, resolve
 from dataplane.pop import InFlight
 from dataplane.receipt import ReceiptHandle
 from dataplane.retry import retry_delay_ms
@@ -213,13 +213,6 @@ P_DLQ_OFFSET = "__MQ_DLQ_ORIGIN_OFFSET"
 P_DLQ_ATTEMPTS = "__MQ_DLQ_ATTEMPTS"
 # A re-driven message is for one group only: other groups pass over it (docs/broker.md, Dead letters).
 P_REDRIVE_GROUP = "__MQ_REDRIVE_GROUP"
-# Broadcast groups keep one POP position per client: "{group}@{client id}".
-BROADCAST_SEP = "@"
-
-
-def base_group(pop_group: str) -> str:
-    """The consumer group of a POP position name (a broadcast member's name without the client)."""
-    return pop_group.partition(BROADCAST_SEP)[0]
 
 
 def _other_group(stored: Any, group: str) -> bool:
