@@ -8,11 +8,20 @@ written as the broker writes it (``dataplane.buffered_stream``: one socket write
 It runs on the event loop a broker started in the same environment would (``MQ_BROKER_EVENT_LOOP``,
 uvloop unless set), and registers its methods as the broker does (:func:`register`), so the two
 are measured on the same stack.
-Run: ``python bench/bare_grpc_server.py PORT``.
+
+With ``--relay`` it is the framework's floor for the end-to-end runs instead: SendMessage keeps the
+messages it is sent in memory (in order, nothing on disk, no index, no POP state) and ReceiveMessage
+hands them out, up to ``batch_size`` per call, long-polling until a send arrives or the client's
+timeout runs out, as the broker does. QueryRoute, Telemetry and Heartbeat answer enough for the SDK's
+producer to send through it. So ``e2e_latency`` runs the same client code against it as against the
+broker, and what it measures is what the two gRPC hops (send, receive) cost on this machine.
+Run: ``python bench/bare_grpc_server.py PORT [--relay]``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -86,6 +95,100 @@ class BareMessagingService(svc_grpc.MessagingServiceServicer):
         return svc.SendMessageResponse(status=ok, entries=entries)
 
 
+class RelayMessagingService(BareMessagingService):
+    """``--relay``: what is sent is kept in memory and handed to the next receives (no storage)."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__()
+        self.port = port
+        self.pending: collections.deque[pb.Message] = collections.deque()
+        self.waiting: collections.deque[asyncio.Future[None]] = collections.deque()
+        self.handles = 0
+
+    async def SendMessage(
+        self, request: svc.SendMessageRequest, context: grpc.aio.ServicerContext
+    ) -> svc.SendMessageResponse:
+        ok = self.ok
+        entries = []
+        for m in request.messages:
+            self.pending.append(m)
+            entries.append(svc.SendResultEntry(status=ok, message_id=m.system_properties.message_id))
+        # one parked receive per batch of messages takes them (the broker wakes its long polls so)
+        for _ in range(0, len(request.messages), 32):
+            while self.waiting:
+                waiter = self.waiting.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
+                    break
+        return svc.SendMessageResponse(status=ok, entries=entries)
+
+    async def ReceiveMessage(
+        self, request: svc.ReceiveMessageRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[svc.ReceiveMessageResponse]:
+        if not self.pending:
+            waiter = asyncio.get_running_loop().create_future()
+            self.waiting.append(waiter)
+            poll_s = request.long_polling_timeout.ToMilliseconds() / 1000 or 1.0
+            try:
+                await asyncio.wait_for(waiter, poll_s)
+            except TimeoutError:
+                pass
+        taken = [self.pending.popleft() for _ in range(min(request.batch_size or 32, len(self.pending)))]
+        if not taken:
+            yield svc.ReceiveMessageResponse(status=pb.Status(code=pb.Code.MESSAGE_NOT_FOUND, message="none"))
+            return
+        yield svc.ReceiveMessageResponse(status=self.ok)
+        for m in taken:
+            sp = m.system_properties
+            self.handles += 1
+            sp.receipt_handle = f"relay-{self.handles}"
+            sp.delivery_attempt = 1
+            yield svc.ReceiveMessageResponse(message=m)
+        done = svc.ReceiveMessageResponse()
+        done.delivery_timestamp.GetCurrentTime()
+        yield done
+
+    async def QueryRoute(
+        self, request: svc.QueryRouteRequest, context: grpc.aio.ServicerContext
+    ) -> svc.QueryRouteResponse:
+        endpoints = pb.Endpoints(
+            scheme=pb.AddressScheme.IPv4, addresses=[pb.Address(host="127.0.0.1", port=self.port)]
+        )
+        queues = [
+            pb.MessageQueue(
+                topic=request.topic,
+                id=qid,
+                permission=pb.Permission.READ_WRITE,
+                broker=pb.Broker(name="relay", id=0, endpoints=endpoints),
+                accept_message_types=[pb.NORMAL],
+            )
+            for qid in range(8)
+        ]
+        return svc.QueryRouteResponse(status=self.ok, message_queues=queues)
+
+    async def Heartbeat(
+        self, request: svc.HeartbeatRequest, context: grpc.aio.ServicerContext
+    ) -> svc.HeartbeatResponse:
+        return svc.HeartbeatResponse(status=self.ok)
+
+    async def Telemetry(
+        self, requests: AsyncIterator[svc.TelemetryCommand], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[svc.TelemetryCommand]:
+        async for command in requests:  # the settings handshake: the client's settings come back
+            if command.WhichOneof("command") == "settings":
+                yield svc.TelemetryCommand(status=self.ok, settings=command.settings)
+
+    async def QueryOffset(
+        self, request: svc.QueryOffsetRequest, context: grpc.aio.ServicerContext
+    ) -> svc.QueryOffsetResponse:
+        return svc.QueryOffsetResponse(status=self.ok, offset=0)
+
+    async def UpdateOffset(
+        self, request: svc.UpdateOffsetRequest, context: grpc.aio.ServicerContext
+    ) -> svc.UpdateOffsetResponse:
+        return svc.UpdateOffsetResponse(status=self.ok)
+
+
 def register(servicer: BareMessagingService, server: grpc.aio.Server) -> None:
     """Register as the broker registers its service (``dataplane.wire.add_servicer``: one generic
     handler, requests decoded by the handler, ReceiveMessage written in one go). The generated
@@ -97,7 +200,7 @@ def register(servicer: BareMessagingService, server: grpc.aio.Server) -> None:
     )
 
 
-async def serve(port: int) -> None:
+async def serve(port: int, relay: bool) -> None:
     server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", 64 << 20),
@@ -106,7 +209,7 @@ async def serve(port: int) -> None:
             ("grpc.server.max_pending_requests_hard_limit", 20_000),
         ]
     )
-    register(BareMessagingService(), server)
+    register(RelayMessagingService(port) if relay else BareMessagingService(), server)
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
     sys.stdout.write("ready\n")
@@ -115,4 +218,4 @@ async def serve(port: int) -> None:
 
 
 if __name__ == "__main__":
-    run_on(BrokerSettings().event_loop, serve(int(sys.argv[1])))
+    run_on(BrokerSettings().event_loop, serve(int(sys.argv[1]), "--relay" in sys.argv[2:]))

@@ -17,7 +17,8 @@ Figures (``--json PATH`` writes them):
                                  through the SDK's batching producer (BatchingOptions, 1 ms delay)
 - e2e_single_p99_ms              the same with one SendMessage per message (more calls per second
                                  than one Python gRPC client makes on 2 cores: the send queue grows)
-- e2e_p99_ms_at_300_msgs_per_s   single sends paced at 300 msgs/s (below the single-send ceiling)
+- e2e_p99_ms_at_300_msgs_per_s   single sends paced at 300 msgs/s (below the single-send ceiling),
+                                 the median of ROUNDS runs alternating with the relay's (below)
 - e2e_p99_ms_at_2500_in_flight_1 / _in_flight_64   through the batching producer at 2,500 msgs/s
                                  with ``max_in_flight`` 1 (the default: a batch whose delay ran out
                                  waits while one of its topic is unanswered) and 64 (every batch
@@ -31,6 +32,11 @@ Figures (``--json PATH`` writes them):
                                  mean count, and the medians from the call to its first message and
                                  from its first message to its last (each streamed message is one
                                  completion through both event loops)
+- grpc_ceiling_e2e_p99_ms(_at_300_msgs_per_s) / _e2e_send_p99_ms / _e2e_server_cpu / _e2e_client_cpu
+                                 the e2e_p99_ms run (and the 300 msgs/s one) through the bare server
+                                 in relay mode (``--relay``: messages kept in memory, handed to the
+                                 next receives): the floor the framework and this client set on this
+                                 machine; ``e2e_vs_grpc_ceiling`` is our p99 over it
 - grpc_ceiling_msgs_per_s / grpc_ceiling_single_msgs_per_s   the bare server, same requests
 - produce_batched / produce_single / grpc_ceiling(_single) rates are the medians of ROUNDS rounds
                                  run in alternation (bare, ours; ours, bare; ...), both servers up
@@ -564,8 +570,14 @@ async def run(quick: bool) -> dict[str, Any]:
 
     port = free_port()
     metrics_port = free_port()
+    relay_port = free_port()
     bare_argv = [sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(port)]
-    with process(bare_argv, port) as bare, our_broker("async", metrics_port) as (target, pid):
+    relay_argv = [*bare_argv[:-1], str(relay_port), "--relay"]
+    with (
+        process(bare_argv, port) as bare,
+        process(relay_argv, relay_port) as relay,
+        our_broker("async", metrics_port) as (target, pid),
+    ):
         bare_target = f"127.0.0.1:{port}"
         results |= await cpu_per_call_figures(bare_target, bare.pid, "grpc_ceiling_")
         results |= await cpu_per_call_figures(target, pid, "")
@@ -591,10 +603,22 @@ async def run(quick: bool) -> dict[str, Any]:
             target, 20_000 if quick else 100_000, 10_000 if quick else 50_000
         )
         results["push_consume_msgs_per_s"] = await push_consume(target, 8_000 if quick else 50_000)
-        # The wake-up path at a rate one broker sustains with single-message sends, then the target.
-        low, low_send = await e2e_latency(target, rate=300, seconds=2)
-        results["e2e_p99_ms_at_300_msgs_per_s"] = low
-        results["e2e_send_p99_ms_at_300_msgs_per_s"] = low_send
+        # The wake-up path at a rate one broker sustains with single-message sends, then the target;
+        # at 300 msgs/s in alternating rounds with the relay (the bare server keeping messages in
+        # memory), whose p99 is the floor the framework and this client set: medians of ROUNDS.
+        relay_target = f"127.0.0.1:{relay_port}"
+        low: dict[str, list[float]] = {"": [], "grpc_ceiling_": [], "send": []}
+        pair = [("", target), ("grpc_ceiling_", relay_target)]
+        for round_ in range(ROUNDS):
+            for prefix, where in pair if round_ % 2 == 0 else pair[::-1]:
+                p99_ms, send_p99_ms = await e2e_latency(where, rate=300, seconds=1 if quick else 4)
+                low[prefix].append(p99_ms)
+                if where == target:
+                    low["send"].append(send_p99_ms)
+        for prefix in ("", "grpc_ceiling_"):
+            results[f"{prefix}e2e_p99_ms_at_300_msgs_per_s"] = statistics.median(low[prefix])
+            results[f"{prefix}e2e_p99_ms_at_300_msgs_per_s_rounds"] = [round(v, 2) for v in low[prefix]]
+        results["e2e_send_p99_ms_at_300_msgs_per_s"] = statistics.median(low["send"])
         # What the producer's in-flight bound does under load: a rate this machine sustains (1 s runs
         # with --quick: the six runs cost about 2.5 s each, well within its 120 s).
         bounded: dict[int, list[float]] = {1: [], 64: []}
@@ -625,7 +649,21 @@ async def run(quick: bool) -> dict[str, Any]:
         results["e2e_broker_cpu"], results["e2e_client_cpu"] = cpu["broker"], cpu["client"]
         for key, value in shape.items():
             results[f"e2e_receive_{key}"] = value
-        single, single_send = await e2e_latency(target, rate=5000, seconds=2 if quick else 10)
+        # The same run through the relay, which keeps nothing but the messages in memory: the
+        # latency the framework and this client allow on this machine, with no broker work at all.
+        relay_cpu: dict[str, float] = {}
+        results["grpc_ceiling_e2e_p99_ms"], results["grpc_ceiling_e2e_send_p99_ms"] = await e2e_latency(
+            relay_target,
+            rate=5000,
+            seconds=2 if quick else 10,
+            batch_delay_ms=1.0,
+            cpu=relay_cpu,
+            pid=relay.pid,
+        )
+        results["grpc_ceiling_e2e_server_cpu"] = relay_cpu["broker"]
+        results["grpc_ceiling_e2e_client_cpu"] = relay_cpu["client"]
+        # (1 s with --quick: its backlog drains for several seconds more on a slow machine)
+        single, single_send = await e2e_latency(target, rate=5000, seconds=1 if quick else 10)
         results["e2e_single_p99_ms"] = single
         results["e2e_single_send_p99_ms"] = single_send
         results |= broker_metric_figures(metrics_port)
@@ -661,6 +699,11 @@ async def run(quick: bool) -> dict[str, Any]:
         "push_vs_consume": ratio("push_consume_msgs_per_s", "consume_msgs_per_s"),
         "grpc_ceiling_consume_vs_nats": ratio("grpc_ceiling_consume_msgs_per_s", "nats_consume_msgs_per_s"),
         "e2e_in_flight_64_vs_1": ratio("e2e_p99_ms_at_2500_in_flight_64", "e2e_p99_ms_at_2500_in_flight_1"),
+        # latencies: our p99 over the relay's (above 1, the broker adds to what the framework costs)
+        "e2e_vs_grpc_ceiling": ratio("e2e_p99_ms", "grpc_ceiling_e2e_p99_ms"),
+        "e2e_at_300_vs_grpc_ceiling": ratio(
+            "e2e_p99_ms_at_300_msgs_per_s", "grpc_ceiling_e2e_p99_ms_at_300_msgs_per_s"
+        ),
     }
     results["machine"] = {
         "cpus": os.cpu_count(),

@@ -110,6 +110,14 @@ RATIOS = (
         "e2e_p99_ms_at_2500_in_flight_64",
         "e2e_p99_ms_at_2500_in_flight_1",
     ),
+    # latencies: our e2e p99 over the relay's (the bare server keeping messages in memory only)
+    Ratio("broker_bench", "ratios.e2e_vs_grpc_ceiling", "e2e_p99_ms", "grpc_ceiling_e2e_p99_ms"),
+    Ratio(
+        "broker_bench",
+        "ratios.e2e_at_300_vs_grpc_ceiling",
+        "e2e_p99_ms_at_300_msgs_per_s",
+        "grpc_ceiling_e2e_p99_ms_at_300_msgs_per_s",
+    ),
     Ratio("store_bench", "append_vs_disk_ratio", "append_mb_s", "disk_write_mb_s", ">= 0.4"),
     Ratio(
         "store_bench",

@@ -3,10 +3,14 @@ methods, and answering the calls broker_bench makes of it."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import grpc
 import pytest
 
-from bench.bare_grpc_server import BareMessagingService, register
+from bench.bare_grpc_server import BareMessagingService, RelayMessagingService, register
+from mqcloud import AsyncProducer, ClientConfig, Message
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from mqcloud.apache.rocketmq.v2 import service_pb2_grpc as svc_grpc
@@ -41,4 +45,42 @@ async def test_bare_server_answers_through_one_generic_handler() -> None:
                 await stub.QueryRoute(svc.QueryRouteRequest())
             assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
     finally:
+        await server.stop(None)
+
+
+async def test_relay_hands_what_the_sdk_sends_to_a_waiting_receive() -> None:
+    """``--relay`` (the e2e floor): the SDK's producer finds a route and sends through it, and a
+    receive parked in its long poll is woken by the send and gets the messages, in order, once."""
+    server = grpc.aio.server()
+    port = server.add_insecure_port("127.0.0.1:0")
+    register(RelayMessagingService(port), server)
+    await server.start()
+    producer = AsyncProducer(ClientConfig(f"127.0.0.1:{port}"), ["t"])
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = svc_grpc.MessagingServiceStub(channel)
+            request = svc.ReceiveMessageRequest(batch_size=8)
+            request.long_polling_timeout.FromSeconds(5)
+
+            async def receive() -> list[pb.Message]:
+                return [f.message async for f in stub.ReceiveMessage(request) if f.HasField("message")]
+
+            parked = asyncio.ensure_future(receive())
+            await asyncio.sleep(0.2)
+            assert not parked.done()
+            await producer.start()
+            started = time.monotonic()
+            for i in range(3):
+                await producer.send(Message("t", b"x", properties={"i": str(i)}))
+            got = await asyncio.wait_for(parked, 5)
+            assert time.monotonic() - started < 2  # woken by the send, not by the poll's end
+            got += await receive() if len(got) < 3 else []
+            assert [m.user_properties["i"] for m in got] == ["0", "1", "2"]
+            assert len({m.system_properties.receipt_handle for m in got}) == 3
+            # nothing is left: an empty poll answers MESSAGE_NOT_FOUND when its time runs out
+            request.long_polling_timeout.FromMilliseconds(100)
+            frames = [f async for f in stub.ReceiveMessage(request)]
+            assert [f.status.code for f in frames] == [pb.Code.MESSAGE_NOT_FOUND]
+    finally:
+        await producer.shutdown()
         await server.stop(None)
