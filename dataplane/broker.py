@@ -8,6 +8,7 @@ import threading
 import time
 from typing import Any
 
+from dataplane.auto_renew import AutoRenewals
 from dataplane.clients import ClientRegistry
 from dataplane.config import BrokerSettings
 from dataplane.errors import GroupNotFound, TopicNotFound
@@ -61,6 +62,7 @@ class Broker:
         self.transactions: TransactionalMessageService | None = None
         self._transaction_checks: TransactionCheckService | None = None
         self.clients = ClientRegistry()
+        self.renewals = AutoRenewals()  # messages received with auto_renew (push consumers)
         self.store: Any = _open_store(settings, self.metadata)
         self.tracer = MessageTracer(self.store, enabled=settings.trace_enabled)
         self.pop: PopState | None = None
@@ -151,6 +153,59 @@ class Broker:
             self.store.consumer_offsets.remove(group, topic)
         logger.info("dropped %d positions of %d idle broadcast members", dropped, len(idle))
         return dropped
+
+    def renew_auto(self, now_ms: int | None = None) -> tuple[int, int]:
+        """Keep messages received with auto_renew invisible while their client is connected
+        (dataplane/auto_renew.py); returns (renewed, released: their client has gone). A replica
+        leaves it to its master (the changes are replicated)."""
+        pop = self.pop
+        if pop is None or not self.renewals or not getattr(self.store, "writable", True):
+            return 0, 0
+        s = self.settings
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        renewed = released = 0
+        with pop.batch():  # one journal write for the lot
+            for key, renewal in self.renewals.due(now):
+                group, topic, queue_id, offset = key
+                entry = pop.lookup(group, topic, queue_id, offset, renewal.nonce)
+                if entry is None or entry.waiting:  # acked, nacked or redelivered meanwhile
+                    continue
+                if not self.clients.alive(renewal.client_id):
+                    until = now + s.auto_renew_released_ms
+                    if until >= entry.invisible_until_ms:  # it comes back sooner anyway
+                        continue
+                    released += 1
+                elif now - renewal.received_ms < s.auto_renew_max_ms:
+                    until = now + s.auto_renew_slice_ms
+                    renewal.check_ms = until - s.auto_renew_ahead_ms
+                    self.renewals.add(key, renewal)
+                    renewed += 1
+                else:  # renewed long enough: it comes back when this invisible time runs out
+                    continue
+                position = pop.position(group, topic, queue_id)
+                pop.deliver(
+                    group,
+                    topic,
+                    queue_id,
+                    offset,
+                    entry.attempt,
+                    until,
+                    position.next_offset,
+                    nonce=renewal.nonce,
+                )
+        if released:
+            logger.info("released %d auto-renewed messages of clients that have gone", released)
+        return renewed, released
+
+    def release_renewals(self, client_id: str) -> int:
+        """A client left (NotifyClientTermination): the messages kept invisible for it come back to
+        their groups after ``auto_renew_released_ms``, not when their renewed time runs out."""
+        if not client_id or not self.renewals:
+            return 0
+        now = int(time.time() * 1000)
+        if not self.renewals.expedite(client_id, now):
+            return 0
+        return self.renew_auto(now)[1]
 
     def committed_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The store's committed offset of a group on a queue, -1 when there is none."""

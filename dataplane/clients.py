@@ -91,6 +91,14 @@ class ClientRegistry:
     def get(self, client_id: str) -> ClientSession | None:
         return self._clients.get(client_id)
 
+    def alive(self, client_id: str) -> bool:
+        """Whether the client is still there: its Telemetry stream is open, or it made a call within
+        the expiry (clients heartbeat every 10 s); not after NotifyClientTermination."""
+        session = self._clients.get(client_id)
+        if session is None:
+            return False
+        return session.outbound is not None or session.last_seen_ms >= int(time.time() * 1000) - _EXPIRE_MS
+
     def close_streams(self) -> None:
         """End every Telemetry stream (broker shutdown)."""
         for session in self._clients.values():

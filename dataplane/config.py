@@ -67,6 +67,15 @@ class BrokerSettings(BaseSettings):
     # dropped with its offsets (docs/broker.md); as Kafka's offsets.retention.minutes, a week.
     broadcast_member_idle_hours: float = Field(default=168.0, gt=0)
     broadcast_expire_check_s: float = Field(default=600.0, gt=0)
+    # Receives with auto_renew (push consumers; dataplane/auto_renew.py): every period, messages
+    # within ``ahead`` of coming back are kept invisible ``slice`` more while their client is
+    # connected, for at most ``max`` after the receive; a gone client's come back after ``released``.
+    # The proxy's defaults (renewAheadTimeMillis, renewMaxTimeMillis, renewSchedulePeriodMillis).
+    auto_renew_period_s: float = Field(default=5.0, gt=0)
+    auto_renew_ahead_ms: int = Field(default=10_000, ge=0)
+    auto_renew_slice_ms: int = Field(default=60_000, ge=1000)
+    auto_renew_max_ms: int = Field(default=3 * 3600 * 1000, ge=0)
+    auto_renew_released_ms: int = Field(default=1_000, ge=0)
     # Delay messages: the furthest delivery_timestamp accepted (the timer wheel spans twice this).
     max_delay_ms: int = Field(default=3 * 86_400_000, ge=1000)
     # Transactions (docs/transactions.md): a half message is checked back once it is this old

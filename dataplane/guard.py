@@ -216,6 +216,7 @@ class Guard:
             (s.lag_sample_s, self._sample_lag),
             (CONNECTION_EXPIRE_S, self.quotas.connections.expire),
             (s.broadcast_expire_check_s, self.broker.expire_broadcast_members),
+            (s.auto_renew_period_s, self.broker.renew_auto),
         ):
             self._tasks.append(asyncio.create_task(self._every(interval, job)))
         self._tasks.append(asyncio.create_task(self._every_async(s.metering_flush_s, self.flush)))

@@ -105,6 +105,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         client_id = header(call_metadata(context), CLIENT_ID_HEADER)
         if client_id:
             self.broker.clients.forget(client_id)
+            self.broker.release_renewals(client_id)  # its push-consumed messages come back soon
         return svc.NotifyClientTerminationResponse(status=ok_status())
 
     @unary(svc.ChangeInvisibleDurationResponse)

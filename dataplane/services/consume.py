@@ -14,6 +14,7 @@ from typing import Any
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
+from dataplane.auto_renew import Renewal
 from dataplane.broker import Broker
 from dataplane.buffered_stream import Encoded
 from dataplane.clients import CLIENT_ID_HEADER, header
@@ -591,6 +592,20 @@ async def receive_message(
         data = encode_message(stored, topic_wire, store_host, handle, item.attempt, invisible_ms)
         yield Encoded(data, len(stored.body))
     yield svc.ReceiveMessageResponse(delivery_timestamp=_ts(_now_ms()))
+    # Reached once the whole stream was handed over (not when the call was cancelled on the way:
+    # then the messages come back when their invisible time runs out, as for any receive).
+    if request.auto_renew and client_id:  # a push consumer: kept invisible while it is connected
+        _register_renewals(broker, group.name, topic_name, client_id, popped)
+
+
+def _register_renewals(broker: Broker, group: str, topic: str, client_id: str, popped: list[_Popped]) -> None:
+    now = _now_ms()
+    ahead = broker.settings.auto_renew_ahead_ms
+    add = broker.renewals.add
+    for item in popped:
+        entry = item.entry
+        key = (group, topic, item.stored.queue_id, entry.offset)
+        add(key, Renewal(entry.nonce, client_id, now, entry.invisible_until_ms - ahead))
 
 
 def _checked_handle(broker: Broker, text: str, group: str, topic: str) -> tuple[ReceiptHandle, InFlight]:
@@ -650,8 +665,12 @@ def ack_message(broker: Broker, request: svc.AckMessageRequest, header_ns: str) 
             result.message_id = entry.message_id
             result.receipt_handle = receipt_handle
             result.status.CopyFrom(status)
+        renewals = broker.renewals
         for (pop_group, queue_id), offsets in per_queue.items():
             wake = pop.ack_many(pop_group, topic, queue_id, offsets) or wake
+            if renewals:  # push consumers' messages: no longer renewed
+                for offset in offsets:
+                    renewals.discard((pop_group, topic, queue_id, offset))
     broker.tracer.record_many(acked, topic, "acked", group=group)
     if wake:  # a FIFO message group became free: its held message can go to a waiting receive
         broker.wake(topic)

@@ -122,7 +122,7 @@ class Interop:
     ) -> dict[str, list[dict[str, object]]]:
         proc = self.run_raw(
             lang, mode, topic, group, count=count, prefix=prefix, invisible=invisible, timeout=timeout,
-            credentials=credentials, tls=tls, env=env,
+            delay=delay, credentials=credentials, tls=tls, env=env,
         )  # fmt: skip
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
         if proc.returncode != 0 or not lines:

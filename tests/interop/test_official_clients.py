@@ -61,3 +61,26 @@ def test_unacked_messages_come_back(interop: Interop, lang: str) -> None:
         assert float(m["after_s"]) < 15  # type: ignore[arg-type]
     for m in out["first"]:
         assert m["delivery_attempt"] == 1
+
+
+@pytest.fixture
+def short_invisible(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The broker's invisible time for receives that name none (the official push consumers send
+    none) cut to 2 s, and its renewals looked at often (set before the ``interop`` broker starts)."""
+    for name, value in (
+        ("DEFAULT_INVISIBLE_MS", "2000"),
+        ("AUTO_RENEW_PERIOD_S", "0.2"),
+        ("AUTO_RENEW_AHEAD_MS", "1000"),
+        ("AUTO_RENEW_SLICE_MS", "1500"),
+    ):
+        monkeypatch.setenv(f"MQ_BROKER_{name}", value)
+
+
+def test_a_slow_push_listener_gets_each_message_once(short_invisible: None, interop: Interop) -> None:
+    """The official Python PushConsumer receives with auto_renew and no invisible duration: the
+    broker keeps the messages invisible while the listener (4 s each, twice the 2 s) runs."""
+    topic, group = interop.topic(), interop.group()
+    sent = interop.run("py", "produce", topic, count=3)["sent"]
+    received = interop.run("py", "slow-push", topic, group, count=3, delay=4, timeout=40)["received"]
+    _assert_intact(sent, received)  # once each, attempt 1
+    assert interop.run("py", "simple", topic, group, count=1, timeout=5)["received"] == []

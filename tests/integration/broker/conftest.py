@@ -172,17 +172,22 @@ class V2:
         topic: str,
         *,
         batch: int = 16,
-        invisible_s: float = 15,
+        invisible_s: float | None = 15,
         poll_s: float = 2,
         expression: str = "*",
+        auto_renew: bool = False,
     ) -> list[svc.ReceiveMessageResponse]:
+        """One ReceiveMessage; ``invisible_s=None`` sends no invisible duration (the official push
+        consumers send none, with ``auto_renew``)."""
         request = svc.ReceiveMessageRequest(
             group=self.res(group),
             message_queue=pb.MessageQueue(topic=self.res(topic), id=0),
             filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression=expression),
             batch_size=batch,
+            auto_renew=auto_renew,
         )
-        request.invisible_duration.FromMilliseconds(int(invisible_s * 1000))
+        if invisible_s is not None:
+            request.invisible_duration.FromMilliseconds(int(invisible_s * 1000))
         request.long_polling_timeout.FromMilliseconds(int(poll_s * 1000))
         return list(self.stub.ReceiveMessage(request, metadata=self.md, timeout=poll_s + 5))
 

@@ -2,7 +2,7 @@
 
 Runs in the interop venv, not ours. Prints one JSON object on the last stdout line.
 
-    py_driver.py produce|simple|push|redeliver|fifo-produce|delay-produce|tx-produce
+    py_driver.py produce|simple|push|slow-push|redeliver|fifo-produce|delay-produce|tx-produce
                  --endpoint H:P --namespace NS --topic T --group G
                  --count N --prefix P [--invisible S] [--timeout S] [--delay S] [--ak AK --sk SK] [--tls 1]
 """
@@ -128,18 +128,42 @@ class Collect(MessageListener):
         return ConsumeResult.SUCCESS
 
 
-def push(a) -> dict:
-    listener = Collect()
+def _push_run(a, listener: Collect, settle_s: float) -> dict:
+    """Run a PushConsumer until ``--count`` deliveries (or ``--timeout``), then ``settle_s`` more."""
     c = PushConsumer(config(a), a.group, listener, {a.topic: FilterExpression("*")})
     c.startup()
     deadline = time.monotonic() + a.timeout
     try:
         while len(listener.got) < a.count and time.monotonic() < deadline:
             time.sleep(0.2)
-        time.sleep(1.5)  # let the acks go out
+        time.sleep(settle_s)
     finally:
         c.shutdown()
     return {"received": listener.got}
+
+
+def push(a) -> dict:
+    return _push_run(a, Collect(), 1.5)  # let the acks go out
+
+
+class Slow(Collect):
+    """A listener that takes ``seconds`` over each message (longer than its invisible time)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def consume(self, message) -> ConsumeResult:
+        result = super().consume(message)
+        time.sleep(self.seconds)
+        return result
+
+
+def slow_push(a) -> dict:
+    """A PushConsumer whose listener takes ``--delay`` s per message; every delivery is recorded
+    (a message given again while its listener still runs would show up twice). After the last, the
+    listeners finish and their acks go out, and any redelivery would show."""
+    return _push_run(a, Slow(a.delay), a.delay * 2 + 1.5)
 
 
 def fifo_produce(a) -> dict:
@@ -232,7 +256,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument(
         "mode",
-        choices=["produce", "simple", "push", "redeliver", "fifo-produce", "delay-produce", "tx-produce"],
+        choices=[
+            "produce",
+            "simple",
+            "push",
+            "slow-push",
+            "redeliver",
+            "fifo-produce",
+            "delay-produce",
+            "tx-produce",
+        ],
     )
     ap.add_argument("--endpoint", required=True)
     ap.add_argument("--namespace", default="")
@@ -251,6 +284,7 @@ def main() -> None:
         "produce": produce,
         "simple": simple,
         "push": push,
+        "slow-push": slow_push,
         "redeliver": redeliver,
         "fifo-produce": fifo_produce,
         "delay-produce": delay_produce,
