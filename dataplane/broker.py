@@ -18,6 +18,7 @@ from dataplane.metadata import GroupConfig, MetadataStore, TopicConfig
 from dataplane.names import BROADCAST_SEP, base_group, is_broadcast_member
 from dataplane.pop import PopState
 from dataplane.receipt import ReceiptCodec, load_or_create_secret
+from dataplane.receive_attempts import ReceiveAttempts
 from dataplane.timer import RecallCodec, TimerMessageStore
 from dataplane.trace import MessageTracer
 from dataplane.transaction import TransactionalMessageService, TransactionCheckService, telemetry_sender
@@ -63,6 +64,7 @@ class Broker:
         self._transaction_checks: TransactionCheckService | None = None
         self.clients = ClientRegistry()
         self.renewals = AutoRenewals()  # messages received with auto_renew (push consumers)
+        self.attempts = ReceiveAttempts()  # what recent receives took, for their retries
         self.store: Any = _open_store(settings, self.metadata)
         self.tracer = MessageTracer(self.store, enabled=settings.trace_enabled)
         self.pop: PopState | None = None

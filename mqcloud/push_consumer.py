@@ -195,6 +195,8 @@ class AsyncPushConsumer(ConsumerBase):
         return min(room, byte_room if self._reserved else max(1, byte_room))
 
     async def _receive_loop(self, topic: str, queue: pb.MessageQueue) -> None:
+        # kept while a receive fails: the broker answers the retry with what the lost try took
+        attempt_id = str(uuid.uuid4())
         while True:
             async with self._space:
                 await self._space.wait_for(lambda: self._room() > 0)
@@ -212,8 +214,9 @@ class AsyncPushConsumer(ConsumerBase):
                     self.invisible_duration,
                     self.long_polling_timeout,
                     auto_renew=True,
-                    attempt_id=str(uuid.uuid4()),
+                    attempt_id=attempt_id,
                 )
+                attempt_id = str(uuid.uuid4())
             except MQClientError as e:
                 if not (isinstance(e, TransportError) and e.grpc_code == "DEADLINE_EXCEEDED"):
                     log.warning("receive from %s failed: %s", topic, e)

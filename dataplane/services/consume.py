@@ -523,7 +523,12 @@ async def receive_message(
         popped: list[_Popped] = []
         takes_all = flt.tags is None and flt.sql is None
         wake: int | None = None  # the wake that reached this receive, until it is handed on
-        while not broker.closing:
+        attempt = (group.name, topic_name, request.attempt_id) if request.attempt_id else None
+        if attempt is not None:  # a retry gets what its lost try took (dataplane/receive_attempts.py)
+            assert broker.pop is not None
+            with broker.pop.batch():
+                popped = _replay(broker, attempt, invisible_ms)
+        while not popped and not broker.closing:
             parked = broker.waiter(topic_name, group.name)
             try:
                 dlq: list[Any] = []
@@ -532,6 +537,10 @@ async def receive_message(
                     with broker.pop.batch():
                         popped = _try_pop(
                             broker, group, topic_name, topic.queue_count, flt, batch, invisible_ms, dlq
+                        )
+                    if popped and attempt is not None:
+                        broker.attempts.remember(
+                            attempt, [(i.stored.queue_id, i.entry.offset, i.entry.nonce) for i in popped]
                         )
                 finally:
                     # Other members of the group may find what this one did not take.
@@ -596,6 +605,36 @@ async def receive_message(
     # then the messages come back when their invisible time runs out, as for any receive).
     if request.auto_renew and client_id:  # a push consumer: kept invisible while it is connected
         _register_renewals(broker, group.name, topic_name, client_id, popped)
+
+
+def _replay(broker: Broker, attempt: tuple[str, str, str], invisible_ms: int) -> list[_Popped]:
+    """The messages the receive of ``attempt`` took that are still in flight under that delivery,
+    delivered again (same attempt number and nonce, a new invisible time)."""
+    group, topic, _ = attempt
+    pop = broker.pop
+    assert pop is not None
+    now = _now_ms()
+    out: list[_Popped] = []
+    for queue_id, offset, nonce in broker.attempts.recall(attempt):
+        entry = pop.lookup(group, topic, queue_id, offset, nonce)
+        if entry is None or entry.waiting:  # acked, nacked or redelivered since
+            continue
+        stored = _fetch_one(broker, topic, queue_id, offset)
+        if stored is None:  # removed by retention
+            continue
+        position = pop.position(group, topic, queue_id)
+        fresh = pop.deliver(
+            group,
+            topic,
+            queue_id,
+            offset,
+            entry.attempt,
+            now + invisible_ms,
+            position.next_offset,
+            nonce=nonce,
+        )
+        out.append(_Popped(stored, fresh, entry.attempt))
+    return out
 
 
 def _register_renewals(broker: Broker, group: str, topic: str, client_id: str, popped: list[_Popped]) -> None:

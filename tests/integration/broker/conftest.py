@@ -176,6 +176,7 @@ class V2:
         poll_s: float = 2,
         expression: str = "*",
         auto_renew: bool = False,
+        attempt_id: str | None = None,
     ) -> list[svc.ReceiveMessageResponse]:
         """One ReceiveMessage; ``invisible_s=None`` sends no invisible duration (the official push
         consumers send none, with ``auto_renew``)."""
@@ -188,6 +189,8 @@ class V2:
         )
         if invisible_s is not None:
             request.invisible_duration.FromMilliseconds(int(invisible_s * 1000))
+        if attempt_id is not None:
+            request.attempt_id = attempt_id
         request.long_polling_timeout.FromMilliseconds(int(poll_s * 1000))
         return list(self.stub.ReceiveMessage(request, metadata=self.md, timeout=poll_s + 5))
 

@@ -22,6 +22,7 @@ from mqcloud import (
     Producer,
     PushConsumer,
     SimpleConsumer,
+    TransportError,
 )
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
@@ -269,6 +270,32 @@ async def test_push_consumer_keeps_several_receives_open(env: Env) -> None:
         await asyncio.wait_for(all_seen.wait(), 40)
         assert len(consumer._loops) == 3  # one assignment (queue id -1), three loops on it
     assert peak >= 2
+    assert len(seen) == len(set(seen)) == total
+
+
+async def test_push_consumer_retries_a_lost_receive_with_its_attempt_id(env: Env) -> None:
+    """The answer of a receive is lost (the broker delivered, the consumer saw an error): the
+    consumer retries with the same attempt_id and the broker gives the same messages again, at
+    once, not after their 30 s invisible time."""
+    total = 100  # _send_many sends hundreds
+    await _send_many(env, total, "l")
+    seen, all_seen, listener = _listener_until(total)
+    consumer = AsyncPushConsumer(env.config, env.group, {env.topic: "*"}, listener, receives_per_queue=1)
+    receive = consumer._receive
+    attempts: list[str] = []
+
+    async def losing_the_first(*args: Any, **kwargs: Any) -> list[MessageView]:
+        attempts.append(kwargs["attempt_id"])
+        got = await receive(*args, **kwargs)
+        if len(attempts) == 1:
+            assert got  # delivered by the broker, then lost on the way
+            raise TransportError("connection reset", "UNAVAILABLE")
+        return got
+
+    consumer._receive = losing_the_first  # type: ignore[method-assign]
+    async with consumer:
+        await asyncio.wait_for(all_seen.wait(), 15)
+    assert attempts[1] == attempts[0] and attempts[2] != attempts[0]
     assert len(seen) == len(set(seen)) == total
 
 
