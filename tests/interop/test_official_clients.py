@@ -76,11 +76,14 @@ def short_invisible(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(f"MQ_BROKER_{name}", value)
 
 
-def test_a_slow_push_listener_gets_each_message_once(short_invisible: None, interop: Interop) -> None:
-    """The official Python PushConsumer receives with auto_renew and no invisible duration: the
-    broker keeps the messages invisible while the listener (4 s each, twice the 2 s) runs."""
+@pytest.mark.parametrize("lang", ["py", "node"])
+def test_a_slow_push_listener_gets_each_message_once(
+    short_invisible: None, interop: Interop, lang: str
+) -> None:
+    """The official PushConsumers receive with auto_renew and no invisible duration: the broker keeps
+    the messages invisible while the listener (4 s each, twice the 2 s) runs."""
     topic, group = interop.topic(), interop.group()
-    sent = interop.run("py", "produce", topic, count=3)["sent"]
-    received = interop.run("py", "slow-push", topic, group, count=3, delay=4, timeout=40)["received"]
+    sent = interop.run(lang, "produce", topic, count=3)["sent"]
+    received = interop.run(lang, "slow-push", topic, group, count=3, delay=4, timeout=40)["received"]
     _assert_intact(sent, received)  # once each, attempt 1
     assert interop.run("py", "simple", topic, group, count=1, timeout=5)["received"] == []

@@ -1,6 +1,6 @@
 // Drive the official RocketMQ 5 Node.js client (npm rocketmq-client-nodejs) against a broker.
 // Prints one JSON object on the last stdout line.
-//   node node_driver.js produce|simple|push|redeliver|fifo-produce|delay-produce|tx-produce
+//   node node_driver.js produce|simple|push|slow-push|redeliver|fifo-produce|delay-produce|tx-produce
 //        --endpoint H:P --namespace NS --topic T --group G --count N --prefix P [--invisible S]
 //        [--timeout S] [--delay S] [--ak AK --sk SK] [--tls 1]
 'use strict';
@@ -104,22 +104,30 @@ async function redeliver(a) {
   return { first, second };
 }
 
-async function push(a) {
+// A PushConsumer until --count deliveries (or --timeout), then settleMs more; each delivery recorded
+// (taking takeMs over it first: a message given again while its listener runs shows up twice).
+async function pushRun(a, takeMs, settleMs) {
   const got = [];
   const c = new PushConsumer(opts(a, {
     consumerGroup: a.group, subscriptions: new Map([[a.topic, '*']]),
-    messageListener: { async consume(m) { got.push(view(m)); return ConsumeResult.SUCCESS; } },
+    messageListener: {
+      async consume(m) { got.push(view(m)); if (takeMs) await sleep(takeMs); return ConsumeResult.SUCCESS; },
+    },
   }));
   await c.startup();
   const deadline = Date.now() + a.timeout * 1000;
   try {
     while (got.length < a.count && Date.now() < deadline) await sleep(200);
-    await sleep(1500);
+    await sleep(settleMs);
   } finally {
     await c.shutdown();
   }
   return { received: got };
 }
+
+const push = a => pushRun(a, 0, 1500);
+// the listener takes --delay s per message; after the last the listeners finish and ack
+const slowPush = a => pushRun(a, a.delay * 1000, a.delay * 2000 + 1500);
 
 async function fifoProduce(a) {
   // count messages over three message groups, in order within each group
@@ -193,7 +201,7 @@ async function txProduce(a) {
 }
 
 const a = parse(process.argv.slice(2));
-const modes = { produce, simple, push, redeliver, 'fifo-produce': fifoProduce, 'delay-produce': delayProduce,
+const modes = { produce, simple, push, 'slow-push': slowPush, redeliver, 'fifo-produce': fifoProduce, 'delay-produce': delayProduce,
   'tx-produce': txProduce };
 modes[a.mode](a).then(r => {
   process.stdout.write(JSON.stringify(r) + '\n');
