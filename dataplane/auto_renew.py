@@ -12,7 +12,8 @@ while their client is connected and for at most ``auto_renew_max_ms`` after the 
 proxy's defaults: 10 s ahead, 3 h at most, every 5 s). The receipt handle the client holds stays
 valid: the renewal keeps its nonce. When the client has gone, the message is left invisible for
 ``auto_renew_released_ms`` more (1 s, as the proxy) and comes back to the group: at once when it
-said so (NotifyClientTermination), else at its next look. An ack, a
+said so (NotifyClientTermination), ``auto_renew_gone_after_s`` after its Telemetry stream ended when
+it made no call since (a crash), else at its next look. An ack, a
 ChangeInvisibleDuration (a nack or the client's own renewal) or a redelivery ends the renewals of a
 message: its handle is no longer the one registered.
 

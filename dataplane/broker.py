@@ -166,6 +166,7 @@ class Broker:
         s = self.settings
         now = int(time.time() * 1000) if now_ms is None else now_ms
         renewed = released = 0
+        woken: set[str] = set()  # topics with released messages: parked receives look again
         with pop.batch():  # one journal write for the lot
             for key, renewal in self.renewals.due(now):
                 group, topic, queue_id, offset = key
@@ -177,6 +178,7 @@ class Broker:
                     if until >= entry.invisible_until_ms:  # it comes back sooner anyway
                         continue
                     released += 1
+                    woken.add(topic)
                 elif now - renewal.received_ms < s.auto_renew_max_ms:
                     until = now + s.auto_renew_slice_ms
                     renewal.check_ms = until - s.auto_renew_ahead_ms
@@ -195,6 +197,8 @@ class Broker:
                     position.next_offset,
                     nonce=renewal.nonce,
                 )
+        for topic in woken:  # they wait until the new, nearer, invisible time, not their deadline
+            self.wake_all(topic)
         if released:
             logger.info("released %d auto-renewed messages of clients that have gone", released)
         return renewed, released
@@ -208,6 +212,24 @@ class Broker:
         if not self.renewals.expedite(client_id, now):
             return 0
         return self.renew_auto(now)[1]
+
+    def release_renewals_later(self, client_id: str) -> None:
+        """A client's Telemetry stream ended: if it makes no call within ``auto_renew_gone_after_s``
+        (a reconnecting client opens a new stream at once), it crashed or was cut off, and its
+        renewed messages are released as if it had said goodbye."""
+        loop = self._loop
+        if not client_id or loop is None or loop.is_closed():
+            return
+        ended_ms = int(time.time() * 1000)
+
+        def check() -> None:
+            if not self.closing and self.clients.silent_since(client_id, ended_ms):
+                self.clients.forget(client_id)  # gone: it comes back as a new session if it returns
+                released = self.release_renewals(client_id)
+                if released:
+                    logger.info("client %s went silent: %d of its messages released", client_id, released)
+
+        loop.call_later(self.settings.auto_renew_gone_after_s, check)
 
     def committed_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The store's committed offset of a group on a queue, -1 when there is none."""

@@ -99,6 +99,12 @@ class ClientRegistry:
             return False
         return session.outbound is not None or session.last_seen_ms >= int(time.time() * 1000) - _EXPIRE_MS
 
+    def silent_since(self, client_id: str, since_ms: int) -> bool:
+        """Whether the client has no Telemetry stream and made no call since ``since_ms`` (or is
+        gone altogether)."""
+        session = self._clients.get(client_id)
+        return session is None or (session.outbound is None and session.last_seen_ms <= since_ms)
+
     def close_streams(self) -> None:
         """End every Telemetry stream (broker shutdown)."""
         for session in self._clients.values():

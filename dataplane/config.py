@@ -76,6 +76,9 @@ class BrokerSettings(BaseSettings):
     auto_renew_slice_ms: int = Field(default=60_000, ge=1000)
     auto_renew_max_ms: int = Field(default=3 * 3600 * 1000, ge=0)
     auto_renew_released_ms: int = Field(default=1_000, ge=0)
+    # A client whose Telemetry stream ended and that made no call for this long has gone (a crash):
+    # its renewed messages are released then, not at their next renewal check.
+    auto_renew_gone_after_s: float = Field(default=10.0, gt=0)
     # Delay messages: the furthest delivery_timestamp accepted (the timer wheel spans twice this).
     max_delay_ms: int = Field(default=3 * 86_400_000, ge=1000)
     # Transactions (docs/transactions.md): a half message is checked back once it is this old

@@ -162,3 +162,5 @@ async def telemetry(
         current = broker.clients.get(client_id)
         if current is not None and current.outbound is outbound:
             current.outbound = None
+            if broker.renewals and not broker.closing:  # its push-consumed messages, if it is gone
+                broker.release_renewals_later(client_id)
