@@ -58,6 +58,13 @@ def prepared_message() -> pb.Message:
     return m
 
 
+def delivered_at() -> svc.ReceiveMessageResponse:
+    """The last response of a receive's stream, as a broker ends it: the delivery timestamp."""
+    done = svc.ReceiveMessageResponse()
+    done.delivery_timestamp.GetCurrentTime()
+    return done
+
+
 class BareMessagingService(svc_grpc.MessagingServiceServicer):
     def __init__(self) -> None:
         self.received = svc.ReceiveMessageResponse(message=prepared_message())
@@ -70,9 +77,7 @@ class BareMessagingService(svc_grpc.MessagingServiceServicer):
         yield svc.ReceiveMessageResponse(status=self.ok)
         for _ in range(request.batch_size or 32):
             yield self.received
-        done = svc.ReceiveMessageResponse()
-        done.delivery_timestamp.GetCurrentTime()
-        yield done
+        yield delivered_at()
 
     async def AckMessage(
         self, request: svc.AckMessageRequest, context: grpc.aio.ServicerContext
@@ -144,9 +149,7 @@ class RelayMessagingService(BareMessagingService):
             sp.receipt_handle = f"relay-{self.handles}"
             sp.delivery_attempt = 1
             yield svc.ReceiveMessageResponse(message=m)
-        done = svc.ReceiveMessageResponse()
-        done.delivery_timestamp.GetCurrentTime()
-        yield done
+        yield delivered_at()
 
     async def QueryRoute(
         self, request: svc.QueryRouteRequest, context: grpc.aio.ServicerContext

@@ -156,10 +156,10 @@ class Broker:
         logger.info("dropped %d positions of %d idle broadcast members", dropped, len(idle))
         return dropped
 
-    def renew_auto(self, now_ms: int | None = None) -> tuple[int, int]:
+    def renew_auto(self, now_ms: int | None = None, gone: str = "") -> tuple[int, int]:
         """Keep messages received with auto_renew invisible while their client is connected
-        (dataplane/auto_renew.py); returns (renewed, released: their client has gone). A replica
-        leaves it to its master (the changes are replicated)."""
+        (dataplane/auto_renew.py); returns (renewed, released: their client has gone; ``gone``
+        names one known to have). A replica leaves it to its master (the changes are replicated)."""
         pop = self.pop
         if pop is None or not self.renewals or not getattr(self.store, "writable", True):
             return 0, 0
@@ -173,7 +173,7 @@ class Broker:
                 entry = pop.lookup(group, topic, queue_id, offset, renewal.nonce)
                 if entry is None or entry.waiting:  # acked, nacked or redelivered meanwhile
                     continue
-                if not self.clients.alive(renewal.client_id):
+                if renewal.client_id == gone or not self.clients.alive(renewal.client_id):
                     until = now + s.auto_renew_released_ms
                     if until >= entry.invisible_until_ms:  # it comes back sooner anyway
                         continue
@@ -186,17 +186,7 @@ class Broker:
                     renewed += 1
                 else:  # renewed long enough: it comes back when this invisible time runs out
                     continue
-                position = pop.position(group, topic, queue_id)
-                pop.deliver(
-                    group,
-                    topic,
-                    queue_id,
-                    offset,
-                    entry.attempt,
-                    until,
-                    position.next_offset,
-                    nonce=renewal.nonce,
-                )
+                pop.extend(group, topic, queue_id, entry, until)
         for topic in woken:  # they wait until the new, nearer, invisible time, not their deadline
             self.wake_all(topic)
         if released:
@@ -204,14 +194,15 @@ class Broker:
         return renewed, released
 
     def release_renewals(self, client_id: str) -> int:
-        """A client left (NotifyClientTermination): the messages kept invisible for it come back to
-        their groups after ``auto_renew_released_ms``, not when their renewed time runs out."""
+        """A client left (NotifyClientTermination, or it went silent): the messages kept invisible
+        for it come back to their groups after ``auto_renew_released_ms``, not when their renewed
+        time runs out."""
         if not client_id or not self.renewals:
             return 0
         now = int(time.time() * 1000)
         if not self.renewals.expedite(client_id, now):
             return 0
-        return self.renew_auto(now)[1]
+        return self.renew_auto(now, gone=client_id)[1]
 
     def release_renewals_later(self, client_id: str) -> None:
         """A client's Telemetry stream ended: if it makes no call within ``auto_renew_gone_after_s``
@@ -224,7 +215,6 @@ class Broker:
 
         def check() -> None:
             if not self.closing and self.clients.silent_since(client_id, ended_ms):
-                self.clients.forget(client_id)  # gone: it comes back as a new session if it returns
                 released = self.release_renewals(client_id)
                 if released:
                     logger.info("client %s went silent: %d of its messages released", client_id, released)

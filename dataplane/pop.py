@@ -485,6 +485,21 @@ class PopState:
         self._commit(group, topic, queue_id, before)
         return entry
 
+    def extend(self, group: str, topic: str, queue_id: int, entry: InFlight, until_ms: int) -> InFlight:
+        """The same delivery of in-flight ``entry``, invisible until ``until_ms`` instead: its attempt,
+        nonce (so the handles given for it stay valid) and waiting mark are kept."""
+        return self.deliver(
+            group,
+            topic,
+            queue_id,
+            entry.offset,
+            entry.attempt,
+            until_ms,
+            self.position(group, topic, queue_id).next_offset,
+            waiting=entry.waiting,
+            nonce=entry.nonce,
+        )
+
     def deliver_new(
         self, group: str, topic: str, queue_id: int, offsets: list[int], until_ms: int
     ) -> list[InFlight]:

@@ -33,6 +33,7 @@ from dataplane.metrics import TRAFFIC_OUT
 from dataplane.names import BROADCAST_SEP, base_group, dlq_topic, resolve
 from dataplane.pop import InFlight
 from dataplane.receipt import ReceiptHandle
+from dataplane.receive_attempts import AttemptKey
 from dataplane.retry import retry_delay_ms
 from dataplane.services import produce as p
 from dataplane.services.base import call_metadata
@@ -607,7 +608,7 @@ async def receive_message(
         _register_renewals(broker, group.name, topic_name, client_id, popped)
 
 
-def _replay(broker: Broker, attempt: tuple[str, str, str], invisible_ms: int) -> list[_Popped]:
+def _replay(broker: Broker, attempt: AttemptKey, invisible_ms: int) -> list[_Popped]:
     """The messages the receive of ``attempt`` took that are still in flight under that delivery,
     delivered again (same attempt number and nonce, a new invisible time)."""
     group, topic, _ = attempt
@@ -622,17 +623,7 @@ def _replay(broker: Broker, attempt: tuple[str, str, str], invisible_ms: int) ->
         stored = _fetch_one(broker, topic, queue_id, offset)
         if stored is None:  # removed by retention
             continue
-        position = pop.position(group, topic, queue_id)
-        fresh = pop.deliver(
-            group,
-            topic,
-            queue_id,
-            offset,
-            entry.attempt,
-            now + invisible_ms,
-            position.next_offset,
-            nonce=nonce,
-        )
+        fresh = pop.extend(group, topic, queue_id, entry, now + invisible_ms)
         out.append(_Popped(stored, fresh, entry.attempt))
     return out
 
