@@ -48,6 +48,10 @@ Figures (``--json PATH`` writes them):
                                  prepared message per slot and stores nothing (the framework's cost)
 - (grpc_ceiling_)consume_cpu_us_per_msg / _switches_per_msg  the server's CPU and context switches
                                  (all threads) per consumed message in those consume runs
+- broker_receive_us_per_msg / broker_ack_us_per_msg / broker_trace_us_per_msg   the broker's own
+                                 work per consumed message in that loop, timed in-process with no
+                                 gRPC (bench/broker_work.py): the broker's part of
+                                 consume_cpu_us_per_msg, steadier than the end-to-end figures
 - nats_publish_msgs_per_s / nats_consume_msgs_per_s / rabbitmq_quorum_publish_msgs_per_s  peers
 - broker_gc_pauses / _full_collections / _pauses_over_10ms / _over_25ms / _pause_ms_total / _frozen_objects
                                  the broker's garbage-collector pauses over the ASYNC_FLUSH phases
@@ -554,6 +558,14 @@ def broker_metric_figures(metrics_port: int) -> dict[str, float]:
     }
 
 
+def broker_work_figures(count: int) -> dict[str, float]:
+    """bench/broker_work.py's figures, in a process of its own (not this one's heap and threads)."""
+    argv = [sys.executable, "-m", "bench.broker_work", "--count", str(count)]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, check=True, timeout=120)
+    figures: dict[str, float] = json.loads(done.stdout)
+    return figures
+
+
 async def run_calls_only() -> dict[str, Any]:
     """Only the CPU-per-call phases, bare server and ours (``--calls-only``: quick A/B of the call path)."""
     port = free_port()
@@ -670,6 +682,7 @@ async def run(quick: bool) -> dict[str, Any]:
         results |= broker_metric_figures(metrics_port)
     with our_broker("sync") as (target, _):
         results["produce_sync_flush_msgs_per_s"] = await produce(target, n_batched // 2, 64, 8)
+    results |= broker_work_figures(16_000 if quick else 64_000)
 
     try:
         rate, stream = await peers.nats_publish(n_single * 2, BODY, in_flight=512)

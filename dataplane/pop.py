@@ -121,6 +121,8 @@ class QueuePosition:
         """In-flight entries whose invisible time ran out by ``now_ms``, by offset. They stay in
         flight (and in the heap) until redelivered or acked: O(due + stale) and not O(in flight)."""
         heap = self.due_heap
+        if not heap or heap[0][0] > now_ms:  # the usual case: a receive asks each queue
+            return []
         found: dict[int, InFlight] = {}
         while heap and heap[0][0] <= now_ms:
             item = heapq.heappop(heap)

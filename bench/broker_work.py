@@ -1,0 +1,162 @@
+"""The broker's own work per consumed message, measured in-process with no gRPC in the way.
+
+broker_bench's ``consume_cpu_us_per_msg`` against ``grpc_ceiling_consume_cpu_us_per_msg`` says how
+much more CPU our broker spends per consumed message than the bare server, but both are end-to-end
+figures on a shared machine and move by tens of percent between runs. This harness runs the same
+receive/ack cycle (ReceiveMessage of 32 from any queue, then one AckMessage for them) by calling the
+broker's handlers directly on a real :class:`~dataplane.broker.Broker` over a real store, and takes
+the CPU time of the handlers alone (this thread's, so a busy neighbour on the machine moves it less
+than it moves a rate):
+
+- ``broker_receive_us_per_msg``  ``receive_message`` (POP from the store, receipt handles, encoding)
+- ``broker_ack_us_per_msg``      ``ack_message`` (receipt handles verified, POP state, the answer)
+- ``broker_trace_us_per_msg``    writing the trace events of those receives and acks to the store
+
+Their sum is the broker's part of a consumed message's CPU, the rest of ``consume_cpu_us_per_msg``
+is gRPC's (a few percent of it is the interceptor's admission and metering, not timed here). It is
+the figure to watch when working on the consume path: a change shows here within a run.
+
+    uv run python -m bench.broker_work [--count N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from dataplane.broker import Broker
+from dataplane.buffered_stream import Encoded
+from dataplane.config import BrokerSettings
+from dataplane.metadata import GroupConfig, TopicConfig
+from dataplane.services import consume
+from dataplane.store.message import MessageToStore
+from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
+from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
+
+__all__ = ("broker_work_figures",)
+
+TOPIC, GROUP, QUEUES, BATCH = "bench", "bench-group", 8, 32
+
+
+class _Call:
+    """What the handlers ask of a gRPC call's context: its deadline, metadata and peer."""
+
+    def time_remaining(self) -> float:
+        return 10.0
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:1"
+
+
+def _fill(broker: Broker, count: int) -> None:
+    """``count`` 1 KiB messages, 64 per put, round-robin over the queues (as broker_bench sends)."""
+    body = os.urandom(1024)
+    for start in range(0, count, 64):
+        broker.store.put_messages(
+            [
+                MessageToStore(
+                    TOPIC,
+                    (start // 64) % QUEUES,
+                    body,
+                    {"TAGS": "bench", "UNIQ_KEY": f"{os.getpid():08X}{start + i:024X}"},
+                )
+                for i in range(min(64, count - start))
+            ]
+        )
+
+
+async def _cycles(broker: Broker, count: int) -> tuple[float, float, int]:
+    """Receive and ack until ``count`` messages went through; the seconds in each handler."""
+    request = svc.ReceiveMessageRequest(
+        group=pb.Resource(name=GROUP),
+        message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC), id=-1),
+        filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
+        batch_size=BATCH,
+    )
+    request.invisible_duration.FromSeconds(60)
+    request.long_polling_timeout.FromSeconds(1)
+    call: Any = _Call()
+    clock = time.thread_time  # CPU of this thread: what a neighbour takes of the machine is not counted
+    receiving = acking = 0.0
+    done = 0
+    while done < count:
+        started = clock()
+        frames = [frame async for frame in consume.receive_message(broker, request, call, "")]
+        receiving += clock() - started
+        # the client's part: read the handles and ask for the ack (not timed)
+        received = [
+            svc.ReceiveMessageResponse.FromString(f.data).message for f in frames if isinstance(f, Encoded)
+        ]
+        if not received:
+            raise RuntimeError(f"the broker gave nothing after {done} of {count} messages: {frames[0]}")
+        ack = svc.AckMessageRequest(
+            group=request.group,
+            topic=request.message_queue.topic,
+            entries=[
+                svc.AckMessageEntry(
+                    message_id=m.system_properties.message_id,
+                    receipt_handle=m.system_properties.receipt_handle,
+                )
+                for m in received
+            ],
+        )
+        started = clock()
+        answer = consume.ack_message(broker, ack, "")
+        acking += clock() - started
+        if answer.status.code != pb.Code.OK:
+            raise RuntimeError(f"ack refused: {answer.status}")
+        done += len(received)
+    return receiving, acking, done
+
+
+async def broker_work_figures(count: int = 32_000, data_dir: Path | None = None) -> dict[str, float]:
+    """The broker's in-process CPU per consumed message (see the module docstring), and
+    ``broker_work_in_flight_after`` (messages still in flight afterwards: 0 when every ack held)."""
+    own = data_dir is None
+    root = Path(tempfile.mkdtemp(prefix="mqbench-work-")) if data_dir is None else data_dir
+    broker = Broker(BrokerSettings(data_dir=root, listen="127.0.0.1:0"))
+    try:
+        broker.start(asyncio.get_running_loop())
+        broker.tracer.stop()  # no flushes on its own schedule: the timed one below writes every event
+        broker.metadata.create_topic(TopicConfig(name=TOPIC, queue_count=QUEUES))
+        broker.metadata.create_group(GroupConfig(name=GROUP))
+        _fill(broker, count)
+        await broker.tracer.flush_async()  # the puts' own events are not the consume path's
+        receiving, acking, done = await _cycles(broker, count)
+        started = time.thread_time()
+        await broker.tracer.flush_async()
+        tracing = time.thread_time() - started
+        assert broker.pop is not None
+        in_flight = sum(len(broker.pop.position(GROUP, TOPIC, q).in_flight) for q in range(QUEUES))
+    finally:
+        broker.begin_shutdown()
+        broker.close()
+        if own:
+            shutil.rmtree(root, ignore_errors=True)
+    return {
+        "broker_receive_us_per_msg": receiving / done * 1e6,
+        "broker_ack_us_per_msg": acking / done * 1e6,
+        "broker_trace_us_per_msg": tracing / done * 1e6,
+        "broker_work_in_flight_after": float(in_flight),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--count", type=int, default=32_000, help="messages received and acked")
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(broker_work_figures(args.count)), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+"""broker_work times the broker's receive/ack handlers in-process: every message goes through once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.broker_work import broker_work_figures
+
+
+async def test_every_message_is_received_and_acked_once(tmp_path: Path) -> None:
+    figures = await broker_work_figures(640, data_dir=tmp_path)
+    assert figures["broker_work_in_flight_after"] == 0  # every receive's messages were acked
+    for key in ("broker_receive_us_per_msg", "broker_ack_us_per_msg", "broker_trace_us_per_msg"):
+        assert 0 < figures[key] < 10_000, (key, figures[key])
+    # the store still holds what was consumed: the harness leaves a given directory in place
+    assert (tmp_path / "store").is_dir()
