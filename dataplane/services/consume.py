@@ -671,30 +671,39 @@ def ack_message(broker: Broker, request: svc.AckMessageRequest, header_ns: str) 
     acked: list[tuple[str, int]] = []  # (message id, attempt) for the trace
     per_queue: dict[tuple[str, int], list[int]] = {}  # (POP group, queue id) -> offsets to ack
     seen: set[tuple[str, int, int]] = set()
+    refused: list[pb.Status] = []
+    decode, lookup = broker.receipts.decode, pop.lookup
     wake = False
     with pop.batch():
+        # _checked_handle's checks, inlined: this loop runs once per acked message
         for entry in request.entries:
+            message_id = entry.message_id
             receipt_handle = entry.receipt_handle
+            result = results.add()  # built in place: no copy of each entry into the response
+            result.message_id = message_id
+            result.receipt_handle = receipt_handle
             try:
-                handle, entry_ = _checked_handle(broker, receipt_handle, group, topic)
-                where = (handle.group, handle.queue_id, handle.offset)
-                if where in seen:  # twice in one request: the second finds it acked, as one by one
+                handle = decode(receipt_handle)
+                pop_group, queue_id, offset = handle.group, handle.queue_id, handle.offset
+                if handle.topic != topic or (pop_group != group and base_group(pop_group) != group):
+                    raise InvalidReceiptHandle("receipt handle belongs to another group or topic")
+                in_flight = lookup(pop_group, topic, queue_id, offset, handle.nonce)
+                where = (pop_group, queue_id, offset)
+                # twice in one request: the second finds it acked, as one by one
+                if in_flight is None or where in seen:
                     raise InvalidReceiptHandle("receipt handle is stale (acked, renewed or redelivered)")
                 seen.add(where)
-                queue = (handle.group, handle.queue_id)
-                offsets = per_queue.get(queue)
+                offsets = per_queue.get(where[:2])
                 if offsets is None:
-                    per_queue[queue] = [handle.offset]
+                    per_queue[where[:2]] = [offset]
                 else:
-                    offsets.append(handle.offset)
-                status = OK_STATUS
-                acked.append((entry.message_id, entry_.attempt))
+                    offsets.append(offset)
+                acked.append((message_id, in_flight.attempt))
+                result.status.CopyFrom(OK_STATUS)
             except BrokerError as exc:
                 status = status_of(exc)
-            result = results.add()  # built in place: no copy of each entry into the response
-            result.message_id = entry.message_id
-            result.receipt_handle = receipt_handle
-            result.status.CopyFrom(status)
+                refused.append(status)
+                result.status.CopyFrom(status)
         renewals = broker.renewals
         for (pop_group, queue_id), offsets in per_queue.items():
             wake = pop.ack_many(pop_group, topic, queue_id, offsets) or wake
@@ -704,11 +713,10 @@ def ack_message(broker: Broker, request: svc.AckMessageRequest, header_ns: str) 
     broker.tracer.record_many(acked, topic, "acked", group=group)
     if wake:  # a FIFO message group became free: its held message can go to a waiting receive
         broker.wake(topic)
-    codes = {r.status.code for r in results}
-    if codes == {_CODE_OK}:
+    if not refused:
         top = OK_STATUS
-    elif len(results) == 1 or len(codes) == 1:
-        top = results[0].status
+    elif len(results) == 1 or (len(refused) == len(results) and len({r.code for r in refused}) == 1):
+        top = refused[0]
     else:
         top = pb.Status(code=pb.Code.MULTIPLE_RESULTS, message="some entries failed")
     response.status.CopyFrom(top)

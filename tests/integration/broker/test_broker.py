@@ -145,6 +145,34 @@ def test_one_ack_for_a_receive_across_queues_with_a_repeated_entry(admin: Broker
     assert stats.in_flight == 0 and stats.lag_messages == 0
 
 
+def test_a_handle_acked_under_another_group_is_refused_and_stays_in_flight(
+    admin: BrokerAdminClient, v2: V2
+) -> None:
+    _setup(admin)
+    admin.create_group("g2", namespace="acme")
+    for i in range(2):
+        v2.send("orders", f"m{i}".encode())
+    got = messages(v2.receive("g1", "orders", batch=32))
+    assert len(got) == 2
+    entries = [
+        svc.AckMessageEntry(
+            message_id=m.system_properties.message_id, receipt_handle=m.system_properties.receipt_handle
+        )
+        for m in got
+    ]
+    reply = v2.stub.AckMessage(
+        svc.AckMessageRequest(group=v2.res("g2"), topic=v2.res("orders"), entries=entries), metadata=v2.md
+    )
+    # every entry refused alike: the top-level status is theirs, not MULTIPLE_RESULTS
+    assert reply.status.code == pb.Code.INVALID_RECEIPT_HANDLE
+    assert "another group" in reply.status.message
+    assert [e.status.code for e in reply.entries] == [pb.Code.INVALID_RECEIPT_HANDLE] * 2
+    assert admin.group_stats("acme%g1").in_flight == 2
+    # the group that received them still acks them with the same handles
+    assert all(v2.ack("g1", "orders", m).status.code == pb.Code.OK for m in got)
+    assert admin.group_stats("acme%g1").in_flight == 0
+
+
 def test_invisibility_and_redelivery(admin: BrokerAdminClient, v2: V2) -> None:
     _setup(admin)
     v2.send("orders", b"again")
