@@ -159,7 +159,12 @@ class MessageTracer:
     def _to_store(batch: list[TraceEvent]) -> Any:
         from dataplane.store.message import MessageToStore
 
-        ids = dict.fromkeys(e.message_id for e in batch if " " not in e.message_id)
+        # KEYS is space-separated, so an id with a space in it cannot be a key: joined in C, and
+        # filtered in Python only when the join shows such an id (the batch is sorted by id)
+        ids = dict.fromkeys(map(_MESSAGE_ID, batch))
+        keys = " ".join(ids)
+        if keys.count(" ") != len(ids) - 1:
+            keys = " ".join(i for i in ids if " " not in i)
         # orjson writes what json.dumps(separators=(",", ":")) wrote (a TraceEvent as a list, through
         # ``default``; non-ASCII as UTF-8 rather than \u escapes), several times faster: a record of
         # 64 events is written per 32 messages consumed
@@ -167,7 +172,7 @@ class MessageTracer:
             body = orjson.dumps(batch, default=tuple)
         except TypeError:  # text orjson refuses (a lone surrogate) or an int past 64 bits: escaped
             body = json.dumps(batch, separators=(",", ":")).encode()
-        return MessageToStore(TRACE_TOPIC, 0, body, {"KEYS": " ".join(ids)} if ids else {})
+        return MessageToStore(TRACE_TOPIC, 0, body, {"KEYS": keys} if keys else {})
 
     async def flush_async(self) -> None:
         batches = self._take()

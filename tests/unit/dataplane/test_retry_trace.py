@@ -157,6 +157,22 @@ def test_a_message_s_events_of_one_flush_share_a_record() -> None:
     assert [e.event for e in tracer.events("b05", "ns%t")] == ["acked", "delivered"]
 
 
+def test_a_record_is_indexed_by_its_ids_without_spaces() -> None:
+    # KEYS is space-separated: an id with a space in it would index its halves, so it is left out
+    # (its events are still in the record); the other ids of the record keep their one key each.
+    store = _Store()
+    tracer = MessageTracer(store)
+    for mid in ("m1", "bad id", "m2", "m1"):
+        tracer.record(mid, "ns%t", "delivered", group="ns%g", attempt=1)
+    tracer.flush()
+    [record] = store.records
+    assert record.properties["KEYS"].split() == ["m1", "m2"]
+    assert [e[0] for e in json.loads(record.body)] == ["bad id", "m1", "m1", "m2"]
+    tracer.record("only one", "ns%t", "acked", group="ns%g", attempt=1)
+    tracer.flush()
+    assert "KEYS" not in store.records[-1].properties
+
+
 def test_stored_event_is_read_from_the_store(tmp_path: Path) -> None:
     """A send writes no trace record: "stored" comes from the message's earliest copy per topic."""
     from dataplane.store import MessageStore, MessageStoreConfig, MessageToStore
