@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.broker_bench import GROUP, QUEUES, TOPIC, receive_request
 from dataplane.broker import Broker
 from dataplane.buffered_stream import Encoded
 from dataplane.config import BrokerSettings
@@ -42,7 +43,7 @@ from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 
 __all__ = ("broker_work_figures",)
 
-TOPIC, GROUP, QUEUES, BATCH = "bench", "bench-group", 8, 32
+BATCH = 32  # as broker_bench's consume loop
 
 
 class _Call:
@@ -77,14 +78,7 @@ def _fill(broker: Broker, count: int) -> None:
 
 async def _cycles(broker: Broker, count: int) -> tuple[float, float, int]:
     """Receive and ack until ``count`` messages went through; the seconds in each handler."""
-    request = svc.ReceiveMessageRequest(
-        group=pb.Resource(name=GROUP),
-        message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC), id=-1),
-        filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
-        batch_size=BATCH,
-    )
-    request.invisible_duration.FromSeconds(60)
-    request.long_polling_timeout.FromSeconds(1)
+    request = receive_request(GROUP, TOPIC, BATCH, 60)  # the consume loop's receive
     call: Any = _Call()
     clock = time.thread_time  # CPU of this thread: what a neighbour takes of the machine is not counted
     receiving = acking = 0.0

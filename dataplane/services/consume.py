@@ -640,7 +640,8 @@ def _register_renewals(broker: Broker, group: str, topic: str, client_id: str, p
 
 def _checked_handle(broker: Broker, text: str, group: str, topic: str) -> tuple[ReceiptHandle, InFlight]:
     handle = broker.receipts.decode(text)
-    if base_group(handle.group) != group or handle.topic != topic:
+    # (a broadcast member's POP group is "{group}@{client}": base_group only when it is not the group)
+    if handle.topic != topic or (handle.group != group and base_group(handle.group) != group):
         raise InvalidReceiptHandle("receipt handle belongs to another group or topic")
     assert broker.pop is not None
     entry = broker.pop.lookup(handle.group, handle.topic, handle.queue_id, handle.offset, handle.nonce)
@@ -671,33 +672,27 @@ def ack_message(broker: Broker, request: svc.AckMessageRequest, header_ns: str) 
     acked: list[tuple[str, int]] = []  # (message id, attempt) for the trace
     per_queue: dict[tuple[str, int], list[int]] = {}  # (POP group, queue id) -> offsets to ack
     seen: set[tuple[str, int, int]] = set()
-    refused: list[pb.Status] = []
-    decode, lookup = broker.receipts.decode, pop.lookup
+    refused: list[pb.Status] = []  # the top-level status is worked out from these alone
     wake = False
     with pop.batch():
-        # _checked_handle's checks, inlined: this loop runs once per acked message
         for entry in request.entries:
-            message_id = entry.message_id
+            message_id = entry.message_id  # each field read once: every read builds a new str
             receipt_handle = entry.receipt_handle
             result = results.add()  # built in place: no copy of each entry into the response
             result.message_id = message_id
             result.receipt_handle = receipt_handle
             try:
-                handle = decode(receipt_handle)
-                pop_group, queue_id, offset = handle.group, handle.queue_id, handle.offset
-                if handle.topic != topic or (pop_group != group and base_group(pop_group) != group):
-                    raise InvalidReceiptHandle("receipt handle belongs to another group or topic")
-                in_flight = lookup(pop_group, topic, queue_id, offset, handle.nonce)
-                where = (pop_group, queue_id, offset)
-                # twice in one request: the second finds it acked, as one by one
-                if in_flight is None or where in seen:
+                handle, in_flight = _checked_handle(broker, receipt_handle, group, topic)
+                where = (handle.group, handle.queue_id, handle.offset)
+                if where in seen:  # twice in one request: the second finds it acked, as one by one
                     raise InvalidReceiptHandle("receipt handle is stale (acked, renewed or redelivered)")
                 seen.add(where)
-                offsets = per_queue.get(where[:2])
+                queue = (handle.group, handle.queue_id)
+                offsets = per_queue.get(queue)
                 if offsets is None:
-                    per_queue[where[:2]] = [offset]
+                    per_queue[queue] = [handle.offset]
                 else:
-                    offsets.append(offset)
+                    offsets.append(handle.offset)
                 acked.append((message_id, in_flight.attempt))
                 result.status.CopyFrom(OK_STATUS)
             except BrokerError as exc:
