@@ -13,6 +13,8 @@
  *
  * build_sent: the store messages of a SendMessageRequest, read from its bytes (see its section).
  *
+ * ack_checked: the entries of an AckMessageRequest that may all be acked, checked from its bytes.
+ *
  * Field numbers are apache.rocketmq.v2's (proto/apache/rocketmq/v2/definition.proto):
  *   ReceiveMessageResponse.message = 2
  *   Message: topic = 1, user_properties = 2 (map entries: key = 1, value = 2), system_properties = 3,
@@ -578,6 +580,60 @@ static int parse_int(const char *s, const char *e, long long *out)
     return 1;
 }
 
+/* The fields of a version-2 handle: spans into the decoded payload the caller owns */
+typedef struct {
+    long long qid, offset, until;
+    const char *group, *topic, *nonce;
+    Py_ssize_t group_n, topic_n, nonce_n;
+} HandleParts;
+
+/* Verify and split the handle ``chars[0:len]`` (ASCII) into ``out``, its payload decoded into
+ * ``payload`` (MAX_HANDLE bytes): 1 when it is a well-formed, correctly tagged version-2 handle, 0
+ * when it is anything else (left to the Python code), -1 with an exception set. */
+static int handle_parts(PyObject *mac, const Py_UCS1 *chars, Py_ssize_t len, unsigned char *payload, HandleParts *out)
+{
+    if (len == 0 || len > MAX_HANDLE)
+        return 0;
+    const Py_UCS1 *dot = memchr(chars, '.', len);
+    if (dot == NULL || memchr(dot + 1, '.', len - (dot - chars) - 1) != NULL)
+        return 0;
+    unsigned char sig[MAX_HANDLE];
+    Py_ssize_t n = b64_read(chars, dot - chars, payload);
+    Py_ssize_t sig_len = n < 0 ? -1 : b64_read(dot + 1, len - (dot - chars) - 1, sig);
+    if (sig_len != TAG_SIZE || n < 2 || payload[0] != '2' || payload[1] != '|')
+        return 0;
+    PyObject *tag = tag_of(mac, (const char *)payload, n);
+    if (tag == NULL)
+        return -1;
+    const unsigned char *expected = (const unsigned char *)PyBytes_AS_STRING(tag);
+    unsigned char diff = 0;
+    for (int i = 0; i < TAG_SIZE; i++) /* every byte compared: no early exit on a mismatch */
+        diff |= (unsigned char)(expected[i] ^ sig[i]);
+    Py_DECREF(tag);
+    if (diff)
+        return 0;
+    const char *p = (const char *)payload, *end = p + n, *field[7];
+    Py_ssize_t size[7];
+    for (int i = 0; i < 7; i++) { /* split("|", 6): the topic is the rest */
+        const char *bar = i < 6 ? memchr(p, '|', end - p) : end;
+        if (bar == NULL)
+            return 0;
+        field[i] = p;
+        size[i] = bar - p;
+        p = bar + (i < 6);
+    }
+    if (!parse_int(field[1], field[1] + size[1], &out->qid) || !parse_int(field[2], field[2] + size[2], &out->offset) ||
+        !parse_int(field[4], field[4] + size[4], &out->until))
+        return 0;
+    out->nonce = field[3];
+    out->nonce_n = size[3];
+    out->group = field[5];
+    out->group_n = size[5];
+    out->topic = field[6];
+    out->topic_n = size[6];
+    return 1;
+}
+
 /* receipt_decode(mac, text, handle_type) -> handle_type(group, topic, queue_id, offset, nonce, until)
  * for a well-formed, correctly tagged version-2 handle; None for anything else, which
  * ReceiptCodec.decode then takes apart in Python (v1 handles, and the precise error to answer). */
@@ -590,45 +646,16 @@ static PyObject *receipt_decode(PyObject *self, PyObject *const *args, Py_ssize_
     PyObject *text = args[1];
     if (!PyUnicode_Check(text) || PyUnicode_KIND(text) != PyUnicode_1BYTE_KIND || !PyUnicode_IS_ASCII(text))
         Py_RETURN_NONE;
-    Py_ssize_t len = PyUnicode_GET_LENGTH(text);
-    const Py_UCS1 *chars = PyUnicode_1BYTE_DATA(text);
-    if (len == 0 || len > MAX_HANDLE)
-        Py_RETURN_NONE;
-    const Py_UCS1 *dot = memchr(chars, '.', len);
-    if (dot == NULL || memchr(dot + 1, '.', len - (dot - chars) - 1) != NULL)
-        Py_RETURN_NONE;
-    unsigned char payload[MAX_HANDLE], sig[MAX_HANDLE];
-    Py_ssize_t n = b64_read(chars, dot - chars, payload);
-    Py_ssize_t sig_len = n < 0 ? -1 : b64_read(dot + 1, len - (dot - chars) - 1, sig);
-    if (sig_len != TAG_SIZE || n < 2 || payload[0] != '2' || payload[1] != '|')
-        Py_RETURN_NONE;
-    PyObject *tag = tag_of(args[0], (const char *)payload, n);
-    if (tag == NULL)
+    unsigned char payload[MAX_HANDLE];
+    HandleParts h;
+    int found = handle_parts(args[0], PyUnicode_1BYTE_DATA(text), PyUnicode_GET_LENGTH(text), payload, &h);
+    if (found < 0)
         return NULL;
-    const unsigned char *expected = (const unsigned char *)PyBytes_AS_STRING(tag);
-    unsigned char diff = 0;
-    for (int i = 0; i < TAG_SIZE; i++) /* every byte compared: no early exit on a mismatch */
-        diff |= (unsigned char)(expected[i] ^ sig[i]);
-    Py_DECREF(tag);
-    if (diff)
+    if (!found)
         Py_RETURN_NONE;
-    const char *p = (const char *)payload, *end = p + n, *field[7];
-    Py_ssize_t size[7];
-    for (int i = 0; i < 7; i++) { /* split("|", 6): the topic is the rest */
-        const char *bar = i < 6 ? memchr(p, '|', end - p) : end;
-        if (bar == NULL)
-            Py_RETURN_NONE;
-        field[i] = p;
-        size[i] = bar - p;
-        p = bar + (i < 6);
-    }
-    long long qid, offset, until;
-    if (!parse_int(field[1], field[1] + size[1], &qid) || !parse_int(field[2], field[2] + size[2], &offset) ||
-        !parse_int(field[4], field[4] + size[4], &until))
-        Py_RETURN_NONE;
-    PyObject *group = PyUnicode_DecodeUTF8(field[5], size[5], "strict");
-    PyObject *topic = group ? PyUnicode_DecodeUTF8(field[6], size[6], "strict") : NULL;
-    PyObject *nonce = topic ? PyUnicode_DecodeUTF8(field[3], size[3], "strict") : NULL;
+    PyObject *group = PyUnicode_DecodeUTF8(h.group, h.group_n, "strict");
+    PyObject *topic = group ? PyUnicode_DecodeUTF8(h.topic, h.topic_n, "strict") : NULL;
+    PyObject *nonce = topic ? PyUnicode_DecodeUTF8(h.nonce, h.nonce_n, "strict") : NULL;
     if (nonce == NULL) {
         Py_XDECREF(group);
         Py_XDECREF(topic);
@@ -639,7 +666,7 @@ static PyObject *receipt_decode(PyObject *self, PyObject *const *args, Py_ssize_
     }
     PyTypeObject *type = (PyTypeObject *)args[2];
     PyObject *handle = type->tp_alloc(type, 6);
-    PyObject *q = PyLong_FromLongLong(qid), *o = PyLong_FromLongLong(offset), *u = PyLong_FromLongLong(until);
+    PyObject *q = PyLong_FromLongLong(h.qid), *o = PyLong_FromLongLong(h.offset), *u = PyLong_FromLongLong(h.until);
     if (handle == NULL || q == NULL || o == NULL || u == NULL) {
         Py_XDECREF(handle);
         Py_XDECREF(q);
@@ -1339,6 +1366,187 @@ done:
     return result;
 }
 
+/* ---- AckMessageRequest -> the entries to ack (ack_checked) ---------------------------------------
+ *
+ * consume.ack_message checks each entry through protobuf's Python API and ReceiptCodec.decode, then
+ * builds its answer entry by entry: about half of the broker's work per acked message. ack_checked
+ * reads the request's bytes and checks the usual request in one call: every entry a version-2 handle
+ * of this group and topic, in flight under that handle's nonce, no handle twice. It changes nothing;
+ * the caller acks what it returns. Any other request (a refused entry, a broadcast member's handle,
+ * a v1 handle, a field these do not know) gives None, and the Python loop, the reference, answers it
+ * entry by entry with the reason it refuses one.
+ *
+ *   AckMessageRequest: group = 1, topic = 2, entries = 3; AckMessageEntry: message_id = 1,
+ *   receipt_handle = 2; AckMessageResponse: status = 1, entries = 2; AckMessageResultEntry:
+ *   message_id = 1, receipt_handle = 2, status = 3
+ */
+
+static PyObject *s_in_flight, *s_nonce, *s_attempt;
+
+/* Whether ``text`` (a str attribute) is exactly the bytes of ``s`` */
+static int str_is(PyObject *text, const char *s, Py_ssize_t n)
+{
+    if (!PyUnicode_Check(text) || !PyUnicode_IS_ASCII(text) || PyUnicode_GET_LENGTH(text) != n)
+        return 0;
+    return memcmp(PyUnicode_1BYTE_DATA(text), s, n) == 0;
+}
+
+/* 1 when any queue's offsets hold one offset twice (sorted copies), 0 when none, -1 on error */
+static int any_twice(PyObject *per_queue)
+{
+    Py_ssize_t at = 0;
+    PyObject *key, *offsets;
+    while (PyDict_Next(per_queue, &at, &key, &offsets)) {
+        if (PyList_GET_SIZE(offsets) < 2)
+            continue;
+        PyObject *sorted = PySequence_List(offsets);
+        if (sorted == NULL || PyList_Sort(sorted) < 0) {
+            Py_XDECREF(sorted);
+            return -1;
+        }
+        for (Py_ssize_t i = 1; i < PyList_GET_SIZE(sorted); i++) {
+            int same = PyObject_RichCompareBool(PyList_GET_ITEM(sorted, i - 1), PyList_GET_ITEM(sorted, i), Py_EQ);
+            if (same != 0) {
+                Py_DECREF(sorted);
+                return same;
+            }
+        }
+        Py_DECREF(sorted);
+    }
+    return 0;
+}
+
+/* ack_checked(raw, mac, group, topic, positions, ok_status) -> ({queue id: [offsets]}, [(message id,
+ * attempt)], answer) or None. ``positions`` is PopState's (group, topic, queue id) -> QueuePosition;
+ * ``ok_status`` a serialized OK Status, set on the answer and on each of its entries. */
+static PyObject *ack_checked(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyBytes_Check(args[0]) || !PyUnicode_Check(args[2]) || !PyUnicode_Check(args[3]) ||
+        !PyDict_Check(args[4]) || !PyBytes_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "ack_checked(raw, mac, group, topic, positions, ok_status)");
+        return NULL;
+    }
+    PyObject *mac = args[1], *group = args[2], *topic = args[3], *positions = args[4];
+    const char *ok = PyBytes_AS_STRING(args[5]);
+    Py_ssize_t ok_n = PyBytes_GET_SIZE(args[5]), group_n, topic_n;
+    const char *group_s = PyUnicode_AsUTF8AndSize(group, &group_n);
+    const char *topic_s = group_s ? PyUnicode_AsUTF8AndSize(topic, &topic_n) : NULL;
+    if (topic_s == NULL)
+        return NULL;
+    const char *p = PyBytes_AS_STRING(args[0]), *end = p + PyBytes_GET_SIZE(args[0]);
+    PyObject *per_queue = PyDict_New(), *acked = PyList_New(0), *in_flight = NULL, *offsets = NULL, *result = NULL;
+    Buf out = {NULL, 0, 0}, entry = {NULL, 0, 0};
+    unsigned char payload[MAX_HANDLE];
+    long long queue = -1; /* the queue of in_flight and offsets (a receive's entries come queue by queue) */
+    Py_ssize_t count = 0;
+    if (per_queue == NULL || acked == NULL || put_bytes(&out, 1, ok, ok_n) < 0)
+        goto error;
+    while (p < end) {
+        Field f;
+        if (next_field(&p, end, &f) < 0 || f.wire != 2 || f.number > 3)
+            goto fallback;
+        if (f.number != 3)
+            continue; /* the group and topic: resolved by the caller */
+        Span mid = {"", 0}, rh = {"", 0};
+        const char *q = f.bytes.p, *qe = q + f.bytes.n;
+        while (q < qe) {
+            Field g;
+            if (next_field(&q, qe, &g) < 0 || g.wire != 2 || (g.number != 1 && g.number != 2))
+                goto fallback;
+            if (g.number == 1)
+                mid = g.bytes;
+            else
+                rh = g.bytes;
+        }
+        if (!is_ascii(rh))
+            goto fallback;
+        HandleParts h;
+        int found = handle_parts(mac, (const Py_UCS1 *)rh.p, rh.n, payload, &h);
+        if (found < 0)
+            goto error;
+        if (!found || h.group_n != group_n || memcmp(h.group, group_s, group_n) != 0 || h.topic_n != topic_n ||
+            memcmp(h.topic, topic_s, topic_n) != 0)
+            goto fallback;
+        if (in_flight == NULL || h.qid != queue) {
+            Py_CLEAR(in_flight);
+            PyObject *qid = PyLong_FromLongLong(h.qid);
+            PyObject *key = qid ? PyTuple_Pack(3, group, topic, qid) : NULL;
+            PyObject *pos = key ? PyDict_GetItemWithError(positions, key) : NULL; /* borrowed */
+            Py_XDECREF(key);
+            if (pos == NULL) {
+                Py_XDECREF(qid);
+                if (PyErr_Occurred())
+                    goto error;
+                goto fallback;
+            }
+            in_flight = PyObject_GetAttr(pos, s_in_flight);
+            offsets = in_flight ? PyDict_GetItemWithError(per_queue, qid) : NULL; /* borrowed */
+            if (offsets == NULL && !PyErr_Occurred()) {
+                offsets = PyList_New(0);
+                if (offsets != NULL && PyDict_SetItem(per_queue, qid, offsets) < 0)
+                    Py_CLEAR(offsets);
+                Py_XDECREF(offsets); /* per_queue holds it */
+            }
+            Py_DECREF(qid);
+            if (offsets == NULL)
+                goto error;
+            if (!PyDict_Check(in_flight))
+                goto fallback;
+            queue = h.qid;
+        }
+        PyObject *offset = PyLong_FromLongLong(h.offset);
+        if (offset == NULL)
+            goto error;
+        PyObject *current = PyDict_GetItemWithError(in_flight, offset); /* borrowed */
+        PyObject *nonce = current ? PyObject_GetAttr(current, s_nonce) : NULL;
+        PyObject *attempt = nonce ? PyObject_GetAttr(current, s_attempt) : NULL;
+        if (attempt == NULL || !str_is(nonce, h.nonce, h.nonce_n)) {
+            Py_DECREF(offset);
+            Py_XDECREF(nonce);
+            Py_XDECREF(attempt);
+            if (PyErr_Occurred())
+                goto error;
+            goto fallback; /* not in flight, or under another delivery's nonce: stale */
+        }
+        Py_DECREF(nonce);
+        PyObject *message_id = PyUnicode_DecodeUTF8(mid.p, mid.n, NULL);
+        PyObject *pair = message_id ? PyTuple_Pack(2, message_id, attempt) : NULL;
+        int failed = pair == NULL || PyList_Append(acked, pair) < 0 || PyList_Append(offsets, offset) < 0;
+        Py_XDECREF(message_id);
+        Py_XDECREF(pair);
+        Py_DECREF(attempt);
+        Py_DECREF(offset);
+        if (failed)
+            goto error;
+        entry.len = 0;
+        if ((mid.n && put_bytes(&entry, 1, mid.p, mid.n) < 0) || (rh.n && put_bytes(&entry, 2, rh.p, rh.n) < 0) ||
+            put_bytes(&entry, 3, ok, ok_n) < 0 || put_bytes(&out, 2, entry.data, entry.len) < 0)
+            goto error;
+        count++;
+    }
+    if (count == 0)
+        goto fallback;
+    int twice = any_twice(per_queue); /* the second of a handle acked twice is refused as stale */
+    if (twice < 0)
+        goto error;
+    if (twice)
+        goto fallback;
+    result = Py_BuildValue("(OOy#)", per_queue, acked, out.data, out.len);
+    goto done;
+fallback:
+    result = Py_NewRef(Py_None);
+    goto done;
+error:
+    result = NULL;
+done:
+    Py_XDECREF(in_flight);
+    Py_XDECREF(per_queue);
+    Py_XDECREF(acked);
+    PyMem_Free(out.data);
+    PyMem_Free(entry.data);
+    return result;
+}
+
 /* configure_send(message_cls, reserved_keys, names): MessageToStore, produce.SYSTEM_PROPERTY_KEYS
  * and the store property names build_message writes (configure's names) -> whether build_sent fills
  * the class's slots itself (new_stored) */
@@ -1394,6 +1602,9 @@ static PyMethodDef methods[] = {
     {"encode_sent", (PyCFunction)(void (*)(void))encode_sent, METH_FASTCALL,
      "encode_sent(status, built, appended) -> bytes of a SendMessageResponse: the serialized status on "
      "top and on each entry, each entry's message id (built[i][0]) and queue offset (appended[i][1])."},
+    {"ack_checked", (PyCFunction)(void (*)(void))ack_checked, METH_FASTCALL,
+     "ack_checked(raw, mac, group, topic, positions, ok_status) -> ({queue id: [offsets]}, [(message id, "
+     "attempt)], answer bytes) of an AckMessageRequest whose every entry may be acked, or None."},
     {"configure_send", configure_send, METH_VARARGS,
      "configure_send(message_cls, reserved_keys, names): MessageToStore, the property keys users may not "
      "set, and the store property names build_message writes (configure's names). True when "
@@ -1420,6 +1631,11 @@ PyMODINIT_FUNC PyInit__v2_codec(void)
     s_type_normal = PyUnicode_InternFromString("1");
     s_type_fifo = PyUnicode_InternFromString("2");
     s_space = PyUnicode_InternFromString(" ");
+    s_in_flight = PyUnicode_InternFromString("in_flight");
+    s_nonce = PyUnicode_InternFromString("nonce");
+    s_attempt = PyUnicode_InternFromString("attempt");
+    if (s_in_flight == NULL || s_nonce == NULL || s_attempt == NULL)
+        return NULL;
     if (s_gzip == NULL || s_msg_id == NULL || s_copy == NULL || s_update == NULL || s_digest == NULL ||
         s_type_normal == NULL || s_type_fifo == NULL || s_space == NULL)
         return NULL;

@@ -428,6 +428,11 @@ class PopState:
             pos = self._add(key, QueuePosition(self._initial_offset(group, topic, queue_id)))
         return pos
 
+    def positions(self) -> dict[Key, QueuePosition]:
+        """Every position by (group, topic, queue id): the live table, to be read, not changed (the
+        compiled ack check looks entries up in it)."""
+        return self._positions
+
     def peek(self, group: str, topic: str, queue_id: int) -> QueuePosition | None:
         return self._positions.get((group, topic, queue_id))
 

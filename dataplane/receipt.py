@@ -91,6 +91,12 @@ class ReceiptCodec:
         key = secret if len(secret) <= 64 else hashlib.blake2b(secret).digest()
         self._mac = hashlib.blake2b(key=key, digest_size=_TAG)  # copied per use: the key is set up once
 
+    @property
+    def mac(self) -> object:
+        """The keyed BLAKE2b of version-2 tags, for compiled code that verifies handles itself
+        (``_v2_codec.ack_checked``); it copies it per use, as :meth:`_sign` does."""
+        return self._mac
+
     def _sign(self, payload: bytes) -> bytes:
         """The tag of ``payload``, by the algorithm its version names (see the module docstring)."""
         if payload[:2] == b"1|":

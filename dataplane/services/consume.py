@@ -38,6 +38,7 @@ from dataplane.retry import retry_delay_ms
 from dataplane.services import produce as p
 from dataplane.services.base import call_metadata
 from dataplane.timer.service import P_DELIVER_MS
+from dataplane.wire import request_bytes
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 
@@ -658,6 +659,38 @@ def _group_and_topic(
     return g, t
 
 
+# ack_checked(raw request, mac, group, topic, positions, OK status) -> ({queue id: [offsets]},
+# [(message id, attempt)], answer bytes), or None: the checks of ack_message's loop done from the
+# request's bytes by compiled code, for a request whose every entry may be acked (dataplane/_v2_codec.c).
+# It changes nothing; anything else (a refused entry, a broadcast member's handle) goes through the
+# loop below, the reference, which answers each entry with its own status.
+_ack_checked = _v2_codec.ack_checked if _v2_codec is not None else None
+_OK_STATUS_BYTES = OK_STATUS.SerializeToString()
+
+
+def _ack_all(
+    broker: Broker,
+    group: str,
+    topic: str,
+    per_queue: dict[tuple[str, int], list[int]],
+    acked: list[tuple[str, int]],
+) -> None:
+    """Ack checked entries, (POP group, queue id) -> offsets; ``acked``: (message id, attempt) to trace."""
+    pop = broker.pop
+    assert pop is not None
+    wake = False
+    renewals = broker.renewals
+    with pop.batch():
+        for (pop_group, queue_id), offsets in per_queue.items():
+            wake = pop.ack_many(pop_group, topic, queue_id, offsets) or wake
+            if renewals:  # push consumers' messages: no longer renewed
+                for offset in offsets:
+                    renewals.discard((pop_group, topic, queue_id, offset))
+    broker.tracer.record_many(acked, topic, "acked", group=group)
+    if wake:  # a FIFO message group became free: its held message can go to a waiting receive
+        broker.wake(topic)
+
+
 def ack_message(broker: Broker, request: svc.AckMessageRequest, header_ns: str) -> svc.AckMessageResponse:
     """Ack each entry; the top-level status is the single entry's (or MULTIPLE_RESULTS if mixed)."""
     group, topic = _group_and_topic(broker, request.group, request.topic, header_ns)
@@ -667,13 +700,22 @@ def ack_message(broker: Broker, request: svc.AckMessageRequest, header_ns: str) 
         raise BadRequest("at most 1024 entries per ack")
     pop = broker.pop
     assert pop is not None
+    if _ack_checked is not None:
+        checked = _ack_checked(
+            request_bytes(request), broker.receipts.mac, group, topic, pop.positions(), _OK_STATUS_BYTES
+        )
+        if checked is not None:  # every entry may be acked: the usual request
+            by_queue, acked_ids, answer = checked
+            _ack_all(
+                broker, group, topic, {(group, q): offsets for q, offsets in by_queue.items()}, acked_ids
+            )
+            return svc.AckMessageResponse.FromString(answer)
     response = svc.AckMessageResponse()
     results = response.entries
     acked: list[tuple[str, int]] = []  # (message id, attempt) for the trace
     per_queue: dict[tuple[str, int], list[int]] = {}  # (POP group, queue id) -> offsets to ack
     seen: set[tuple[str, int, int]] = set()
     refused: list[pb.Status] = []  # the top-level status is worked out from these alone
-    wake = False
     with pop.batch():
         for entry in request.entries:
             message_id = entry.message_id  # each field read once: every read builds a new str
@@ -699,15 +741,7 @@ def ack_message(broker: Broker, request: svc.AckMessageRequest, header_ns: str) 
                 status = status_of(exc)
                 refused.append(status)
                 result.status.CopyFrom(status)
-        renewals = broker.renewals
-        for (pop_group, queue_id), offsets in per_queue.items():
-            wake = pop.ack_many(pop_group, topic, queue_id, offsets) or wake
-            if renewals:  # push consumers' messages: no longer renewed
-                for offset in offsets:
-                    renewals.discard((pop_group, topic, queue_id, offset))
-    broker.tracer.record_many(acked, topic, "acked", group=group)
-    if wake:  # a FIFO message group became free: its held message can go to a waiting receive
-        broker.wake(topic)
+    _ack_all(broker, group, topic, per_queue, acked)
     if not refused:
         top = OK_STATUS
     elif len(results) == 1 or (len(refused) == len(results) and len({r.code for r in refused}) == 1):
