@@ -64,7 +64,7 @@ class QueuePosition:
     held: set[int] = dataclasses.field(default_factory=set)
     # Every in-flight offset (and some already acked, dropped when they reach the top): committed()
     # was a min() over in_flight, twice per delivery and per ack, so O(in flight) per message.
-    # in_flight changes only through put/drop/clear_in_flight, which keep this a superset.
+    # in_flight changes only through put/put_all/drop/clear_in_flight, which keep this a superset.
     low: list[int] = dataclasses.field(default_factory=list, repr=False, compare=False)
     # (invisible_until_ms, offset) of every in-flight entry, and of some replaced or acked ones,
     # dropped when they reach the top: due() and next_due() were scans of in_flight, so a receive
@@ -78,6 +78,17 @@ class QueuePosition:
             heapq.heappush(self.low, entry.offset)
         in_flight[entry.offset] = entry
         heapq.heappush(self.due_heap, (entry.invisible_until_ms, entry.offset))
+
+    def put_all(self, entries: list[InFlight]) -> None:
+        """:meth:`put` of each of ``entries`` (a receive's new messages of one queue)."""
+        in_flight, low, due_heap = self.in_flight, self.low, self.due_heap
+        push = heapq.heappush
+        for entry in entries:
+            offset = entry.offset
+            if offset not in in_flight:
+                push(low, offset)
+            in_flight[offset] = entry
+            push(due_heap, (entry.invisible_until_ms, offset))
 
     def drop(self, offset: int) -> None:
         self.in_flight.pop(offset, None)
@@ -156,6 +167,12 @@ _WAITING = ',"w":1'
 
 def new_nonce() -> str:
     return f"{_rng.getrandbits(64):016x}"
+
+
+def new_nonces(count: int) -> list[str]:
+    """``count`` nonces: those ``count`` calls of :func:`new_nonce` would make, in one call."""
+    draw = _rng.getrandbits
+    return [f"{draw(64):016x}" for _ in range(count)]
 
 
 class PopState:
@@ -515,19 +532,16 @@ class PopState:
         committed offset looked at once (a receive takes its new messages this way)."""
         pos = self.position(group, topic, queue_id)
         before = pos.committed()
-        put = pos.put
         following = pos.next_offset
         head = f'{{"op":"pop","g":{_json_str(group)},"t":{_json_str(topic)},"q":{int(queue_id)},"o":'
         tail = f',"a":1,"u":{int(until_ms)},"next":'
-        entries = []
+        nonces = new_nonces(len(offsets))
+        entries = [InFlight(offset, nonce, 1, until_ms, False) for offset, nonce in zip(offsets, nonces)]
+        pos.put_all(entries)
         lines = []
-        for offset in offsets:
-            nonce = new_nonce()
-            entry = InFlight(offset, nonce, 1, until_ms, False)
-            put(entry)
-            if offset + 1 > following:
+        for offset, nonce in zip(offsets, nonces):
+            if offset >= following:
                 following = offset + 1
-            entries.append(entry)
             lines.append(f'{head}{int(offset)},"n":"{nonce}"{tail}{following}}}\n')
         pos.next_offset = following
         self._append_lines(lines)
