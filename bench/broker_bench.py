@@ -52,6 +52,8 @@ Figures (``--json PATH`` writes them):
                                  work per consumed message in that loop, timed in-process with no
                                  gRPC (bench/broker_work.py): the broker's part of
                                  consume_cpu_us_per_msg, steadier than the end-to-end figures
+- broker_pop_compaction_ms        how long a POP journal compaction holds the broker's event loop
+                                 with 20,000 messages in flight (bench/broker_work.py)
 - nats_publish_msgs_per_s / nats_consume_msgs_per_s / rabbitmq_quorum_publish_msgs_per_s  peers
 - broker_gc_pauses / _full_collections / _pauses_over_10ms / _over_25ms / _pause_ms_total / _frozen_objects
                                  the broker's garbage-collector pauses over the ASYNC_FLUSH phases

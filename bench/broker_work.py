@@ -11,6 +11,9 @@ than it moves a rate):
 - ``broker_receive_us_per_msg``  ``receive_message`` (POP from the store, receipt handles, encoding)
 - ``broker_ack_us_per_msg``      ``ack_message`` (receipt handles verified, POP state, the answer)
 - ``broker_trace_us_per_msg``    writing the trace events of those receives and acks to the store
+- ``broker_pop_compaction_ms``   how long a POP journal compaction holds the event loop with 20,000
+                                 messages in flight (the export and the journal's rotation; the
+                                 snapshot is written and fsynced in a thread of its own)
 
 Their sum is the broker's part of a consumed message's CPU, the rest of ``consume_cpu_us_per_msg``
 is gRPC's (a few percent of it is the interceptor's admission and metering, not timed here). It is
@@ -26,6 +29,7 @@ import asyncio
 import json
 import os
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -36,6 +40,7 @@ from dataplane.broker import Broker
 from dataplane.buffered_stream import Encoded
 from dataplane.config import BrokerSettings
 from dataplane.metadata import GroupConfig, TopicConfig
+from dataplane.pop import PopState
 from dataplane.services import consume
 from dataplane.store.message import MessageToStore
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
@@ -138,11 +143,29 @@ async def broker_work_figures(count: int = 32_000, data_dir: Path | None = None)
         if own:
             shutil.rmtree(root, ignore_errors=True)
     return {
+        "broker_pop_compaction_ms": _compaction_ms(root / "compaction"),
         "broker_receive_us_per_msg": receiving / done * 1e6,
         "broker_ack_us_per_msg": acking / done * 1e6,
         "broker_trace_us_per_msg": tracing / done * 1e6,
         "broker_work_in_flight_after": float(in_flight),
     }
+
+
+def _compaction_ms(where: Path, in_flight: int = 20_000, rounds: int = 5) -> float:
+    """Median time the caller spends in a background compaction of a state with ``in_flight``
+    messages in flight (8 queues)."""
+    state = PopState(where, initial_offset=lambda g, t, q: 0, on_commit=lambda g, t, q, o: None)
+    per_queue = in_flight // 8
+    for queue in range(8):
+        state.deliver_new(GROUP, TOPIC, queue, list(range(per_queue)), 2**62)
+    held: list[float] = []
+    for _ in range(rounds):
+        state.wait_compacted()
+        started = time.perf_counter()
+        state.compact_in_background()
+        held.append(time.perf_counter() - started)
+    state.close()
+    return statistics.median(held) * 1e3
 
 
 def main() -> None:
