@@ -24,6 +24,7 @@ from dataplane.auth.resources import Touch, sent_topics, settings_resources, tou
 from dataplane.buffered_stream import Encoded
 from dataplane.errors import BrokerError, status_of
 from dataplane.guard import Guard
+from dataplane.names import namespace_from_metadata
 from dataplane.services.base import remember_metadata
 from dataplane.services.produce import send_summary
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
@@ -87,7 +88,7 @@ class MessagingInterceptor:
                 stored = sizes  # an OK answer stored every message (MULTIPLE_RESULTS otherwise)
             else:
                 stored = {}
-                header_ns = _header_ns(metadata)
+                header_ns = namespace_from_metadata(metadata)
                 for message, entry in zip(request.messages, response.entries, strict=False):
                     if entry.status.code == _OK:
                         key = (message.topic.resource_namespace or header_ns, message.topic.name)
@@ -183,20 +184,13 @@ class MessagingInterceptor:
         return behavior
 
 
-def _header_ns(metadata: Any) -> str:
-    for key, value in metadata or ():
-        if key == "x-mq-namespace":
-            return value.decode() if isinstance(value, bytes) else str(value)
-    return ""
-
-
 def _produce_totals(
     request: Any, metadata: Any
 ) -> tuple[dict[tuple[str, str], tuple[int, int, int]], dict[tuple[str, str], list[int]], list[Touch]]:
     """Of a SendMessage: (namespace, qualified topic) -> (messages, body bytes, largest body) for
     admission, (namespace, topic) -> body sizes for metering, and what it touches for the access
     check (all read from the request's bytes)."""
-    sizes, runs = send_summary(request, _header_ns(metadata))
+    sizes, runs = send_summary(request, namespace_from_metadata(metadata))
     totals: dict[tuple[str, str], tuple[int, int, int]] = {}
     for (ns, name), per_topic in sizes.items():
         key = (ns, f"{ns}%{name}" if ns else name)
