@@ -90,7 +90,8 @@ def test_a_crash_before_the_snapshot_is_renamed_replays_the_rotated_journal(
     state.wait_compacted()
     _work(state, 3, start=20)
     state._journal.flush()
-    assert "journal.1.log" in _files(tmp_path)  # rotated, and no snapshot covers it
+    # rotated (how many times depends on how soon each snapshot thread ended), and none covered
+    assert any(name.startswith("journal.") and name != "journal.log" for name in _files(tmp_path))
     assert _view(_state(tmp_path)) == _view(state)
 
 
