@@ -239,7 +239,7 @@ class PopState:
         snapshot = self._dir / "snapshot.json"
         first = 0  # the first rotated journal the snapshot does not cover
         if snapshot.exists():
-            items = json.loads(snapshot.read_text())
+            items = json.loads(snapshot.read_bytes())  # UTF-8 (orjson), whatever the locale
             self.restore(items)
             first = max((int(item.get("journal", 0)) for item in items if "cl" in item), default=0)
         rotated = self._rotated()

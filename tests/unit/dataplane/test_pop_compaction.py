@@ -117,6 +117,14 @@ def test_a_crash_after_the_rename_skips_the_journal_the_snapshot_covers(tmp_path
     ) > (covered + 1)
 
 
+def test_names_beyond_ascii_survive_a_compaction(tmp_path: Path) -> None:
+    state = _state(tmp_path)
+    state.deliver_new("ns%gröup", "ns%tópico", 0, [0, 1], 10**13)
+    state.close()  # compacts: the snapshot is UTF-8 (orjson), the journal empty
+    reloaded = _state(tmp_path)
+    assert list(reloaded.position("ns%gröup", "ns%tópico", 0).in_flight) == [0, 1]
+
+
 def test_a_state_written_before_rotated_journals_still_loads(tmp_path: Path) -> None:
     where = tmp_path / "pop"
     where.mkdir()
