@@ -1510,6 +1510,12 @@ static PyObject *ack_checked(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
         Py_DECREF(nonce);
         PyObject *message_id = PyUnicode_DecodeUTF8(mid.p, mid.n, NULL);
+        if (message_id == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear(); /* not text: the Python loop answers it (protobuf refuses such a request) */
+            Py_DECREF(attempt);
+            Py_DECREF(offset);
+            goto fallback;
+        }
         PyObject *pair = message_id ? PyTuple_Pack(2, message_id, attempt) : NULL;
         int failed = pair == NULL || PyList_Append(acked, pair) < 0 || PyList_Append(offsets, offset) < 0;
         Py_XDECREF(message_id);

@@ -206,3 +206,14 @@ async def test_handles_of_another_topic_forged_or_unknown_fields_go_to_the_pytho
 def test_malformed_request_bytes_are_left_to_the_python_loop() -> None:
     for raw in (b"\x1a\x05\x0a\x03ab", b"\xff\xff", b"\x1a\x02\x18\x01", b""):
         assert _v2_codec.ack_checked(raw, object(), GROUP, TOPIC, {}, b"") is None
+
+
+async def test_a_message_id_that_is_not_text_is_left_to_the_python_loop(broker: Broker) -> None:
+    (message_id, handle), *_ = _entries(await _receive(broker, TOPIC, 1))
+    raw = bytearray(_ack_request([(message_id, handle)]).SerializeToString())
+    at = raw.index(message_id.encode())
+    raw[at] = 0xFF  # the id's first byte: no longer UTF-8 (protobuf would refuse to parse it)
+    assert broker.pop is not None
+    args = (broker.receipts.mac, GROUP, TOPIC, broker.pop.positions(), consume._OK_STATUS_BYTES)
+    assert _v2_codec.ack_checked(bytes(raw), *args) is None
+    assert _in_flight(broker) == 1
