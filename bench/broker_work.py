@@ -46,13 +46,14 @@ from dataplane.store.message import MessageToStore
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 
-__all__ = ("broker_work_figures",)
+__all__ = ("HandlerCall", "broker_work_figures")
 
 BATCH = 32  # as broker_bench's consume loop
 
 
-class _Call:
-    """What the handlers ask of a gRPC call's context: its deadline, metadata and peer."""
+class HandlerCall:
+    """What the handlers ask of a gRPC call's context (its deadline, metadata and peer), for calling
+    them with no gRPC in the way."""
 
     def time_remaining(self) -> float:
         return 10.0
@@ -84,7 +85,7 @@ def _fill(broker: Broker, count: int) -> None:
 async def _cycles(broker: Broker, count: int) -> tuple[float, float, int]:
     """Receive and ack until ``count`` messages went through; the seconds in each handler."""
     request = receive_request(GROUP, TOPIC, BATCH, 60)  # the consume loop's receive
-    call: Any = _Call()
+    call: Any = HandlerCall()
     clock = time.thread_time  # CPU of this thread: what a neighbour takes of the machine is not counted
     receiving = acking = 0.0
     done = 0
@@ -153,10 +154,10 @@ async def broker_work_figures(count: int = 32_000, data_dir: Path | None = None)
 
 def _compaction_ms(where: Path, in_flight: int = 20_000, rounds: int = 5) -> float:
     """Median time the caller spends in a background compaction of a state with ``in_flight``
-    messages in flight (8 queues)."""
+    messages in flight (broker_bench's queues)."""
     state = PopState(where, initial_offset=lambda g, t, q: 0, on_commit=lambda g, t, q, o: None)
-    per_queue = in_flight // 8
-    for queue in range(8):
+    per_queue = in_flight // QUEUES
+    for queue in range(QUEUES):
         state.deliver_new(GROUP, TOPIC, queue, list(range(per_queue)), 2**62)
     held: list[float] = []
     for _ in range(rounds):

@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from dataplane.store.checkpoint import fsync_dir
 from dataplane.store.tiered.object_store import ObjectStore, ObjectStoreSettings
 
 __all__ = (
@@ -194,7 +195,7 @@ class MeteringJournal:
             if self._path(n).stat().st_size == 0:
                 self._path(n).unlink()
         self._open(max(max(self.segments(), default=-1) + 1, first))
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
 
     def _open(self, n: int) -> None:
         fd = os.open(self._path(n), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -581,14 +582,6 @@ def _prune_empty(directory: Path, stop: Path) -> None:
         directory = directory.parent
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
@@ -597,4 +590,4 @@ def _write_atomic(path: Path, data: bytes) -> None:
         f.flush()
         os.fsync(f.fileno())
     tmp.replace(path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)

@@ -50,6 +50,8 @@ from typing import Any
 
 import orjson
 
+from dataplane.store.checkpoint import atomic_write, fsync_dir
+
 __all__ = ("InFlight", "PopState", "QueuePosition")
 
 logger = logging.getLogger(__name__)
@@ -177,14 +179,6 @@ def _json_str(text: str) -> str:
 
 _WAITING = ',"w":1'
 _ROTATED = re.compile(r"journal\.(\d+)\.log")
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def new_nonce() -> str:
@@ -445,7 +439,7 @@ class PopState:
         # "w", a new file: writes without O_APPEND, which costs every write a little (as before)
         self._journal = open(self._dir / "journal.log", "w")  # noqa: SIM115 - closed in close()
         if self._sync:
-            _fsync_dir(self._dir)
+            fsync_dir(self._dir)
         self._journal_records = 0
         # serialized here: it holds the interpreter's lock wherever it runs (in a thread it would
         # take the loop's turns 5 ms at a time); orjson, several times faster than json.dumps
@@ -461,13 +455,8 @@ class PopState:
     def _write_snapshot(self, data: bytes, rotated: int) -> None:
         """Write ``data`` as the snapshot, then delete the journals up to ``rotated`` it covers."""
         try:
-            tmp = self._dir / "snapshot.json.tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            tmp.replace(self._dir / "snapshot.json")
-            _fsync_dir(self._dir)  # the rename is on disk before the journals it replaces go
+            # the rename is on disk (atomic_write fsyncs the directory) before the journals it replaces go
+            atomic_write(self._dir / "snapshot.json", data)
             for number, path in self._rotated():
                 if number <= rotated:
                     path.unlink(missing_ok=True)

@@ -716,31 +716,30 @@ def ack_message(broker: Broker, request: svc.AckMessageRequest, header_ns: str) 
     per_queue: dict[tuple[str, int], list[int]] = {}  # (POP group, queue id) -> offsets to ack
     seen: set[tuple[str, int, int]] = set()
     refused: list[pb.Status] = []  # the top-level status is worked out from these alone
-    with pop.batch():
-        for entry in request.entries:
-            message_id = entry.message_id  # each field read once: every read builds a new str
-            receipt_handle = entry.receipt_handle
-            result = results.add()  # built in place: no copy of each entry into the response
-            result.message_id = message_id
-            result.receipt_handle = receipt_handle
-            try:
-                handle, in_flight = _checked_handle(broker, receipt_handle, group, topic)
-                where = (handle.group, handle.queue_id, handle.offset)
-                if where in seen:  # twice in one request: the second finds it acked, as one by one
-                    raise InvalidReceiptHandle("receipt handle is stale (acked, renewed or redelivered)")
-                seen.add(where)
-                queue = (handle.group, handle.queue_id)
-                offsets = per_queue.get(queue)
-                if offsets is None:
-                    per_queue[queue] = [handle.offset]
-                else:
-                    offsets.append(handle.offset)
-                acked.append((message_id, in_flight.attempt))
-                result.status.CopyFrom(OK_STATUS)
-            except BrokerError as exc:
-                status = status_of(exc)
-                refused.append(status)
-                result.status.CopyFrom(status)
+    for entry in request.entries:
+        message_id = entry.message_id  # each field read once: every read builds a new str
+        receipt_handle = entry.receipt_handle
+        result = results.add()  # built in place: no copy of each entry into the response
+        result.message_id = message_id
+        result.receipt_handle = receipt_handle
+        try:
+            handle, in_flight = _checked_handle(broker, receipt_handle, group, topic)
+            where = (handle.group, handle.queue_id, handle.offset)
+            if where in seen:  # twice in one request: the second finds it acked, as one by one
+                raise InvalidReceiptHandle("receipt handle is stale (acked, renewed or redelivered)")
+            seen.add(where)
+            queue = (handle.group, handle.queue_id)
+            offsets = per_queue.get(queue)
+            if offsets is None:
+                per_queue[queue] = [handle.offset]
+            else:
+                offsets.append(handle.offset)
+            acked.append((message_id, in_flight.attempt))
+            result.status.CopyFrom(OK_STATUS)
+        except BrokerError as exc:
+            status = status_of(exc)
+            refused.append(status)
+            result.status.CopyFrom(status)
     _ack_all(broker, group, topic, per_queue, acked)
     if not refused:
         top = OK_STATUS

@@ -25,7 +25,7 @@ from typing import Final
 
 from dataplane.store.errors import CorruptRecordError
 
-__all__ = ("CHECKPOINT", "StoreCheckpoint", "atomic_write")
+__all__ = ("CHECKPOINT", "StoreCheckpoint", "atomic_write", "fsync_dir")
 
 logger = logging.getLogger(__name__)
 
@@ -62,11 +62,16 @@ def _atomic_write(path: Path, data: bytes) -> None:
     finally:
         os.close(fd)
     tmp.replace(path)
-    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(directory: Path) -> None:
+    """fsync ``directory``: the entries created, renamed or removed in it are on disk."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(dfd)
+        os.fsync(fd)
     finally:
-        os.close(dfd)
+        os.close(fd)
 
 
 @dataclasses.dataclass(slots=True)

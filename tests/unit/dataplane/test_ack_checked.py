@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from bench.broker_bench import receive_request
+from bench.broker_work import HandlerCall
 from dataplane import _v2_codec  # type: ignore[attr-defined]
 from dataplane.broker import Broker
 from dataplane.buffered_stream import Encoded
@@ -23,19 +25,6 @@ from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 
 TOPIC, GROUP, OTHER_TOPIC = "orders", "billing", "refunds"
 QUEUES = 4
-
-
-class _Call:
-    """The parts of a gRPC call's context the receive handler reads."""
-
-    def time_remaining(self) -> float:
-        return 5.0
-
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return ()
-
-    def peer(self) -> str:
-        return "ipv4:127.0.0.1:1"
 
 
 @pytest.fixture
@@ -59,15 +48,8 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
 
 
 async def _receive(broker: Broker, topic: str, batch: int) -> list[pb.Message]:
-    request = svc.ReceiveMessageRequest(
-        group=pb.Resource(name=GROUP),
-        message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=-1),
-        filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
-        batch_size=batch,
-    )
-    request.invisible_duration.FromSeconds(30)
-    request.long_polling_timeout.FromMilliseconds(10)
-    frames = [f async for f in consume.receive_message(broker, request, _Call(), "")]
+    request = receive_request(GROUP, topic, batch, 30)  # the store holds them: no long poll
+    frames = [f async for f in consume.receive_message(broker, request, HandlerCall(), "")]
     return [svc.ReceiveMessageResponse.FromString(f.data).message for f in frames if isinstance(f, Encoded)]
 
 
