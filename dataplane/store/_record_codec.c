@@ -1162,38 +1162,56 @@ static PyObject *index_put_keys(PyObject *module, PyObject *const *args, Py_ssiz
         PyErr_SetString(PyExc_ValueError, "index_put_keys: the hash slots run past the file");
         goto fail;
     }
-    for (long long i = start; i < end; i++) {
-        PyObject *item = PyList_GET_ITEM(items, i);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(item, 0))) {
-            PyErr_SetString(PyExc_TypeError, "index_put_keys: items are (key: str, physical offset: int)");
-            goto fail;
+    /* Two passes per chunk: the first hashes the keys and prefetches their slots, the second links
+     * the entries. The slots are random over the file (20 MB by default), so each is a cache and TLB
+     * miss; prefetched together their misses overlap instead of coming one after the other. */
+    enum { CHUNK = 64 };
+    uint32_t hashes[CHUNK];
+    long long offsets[CHUNK];
+    for (long long first = start; first < end; first += CHUNK) {
+        long long last = first + CHUNK < end ? first + CHUNK : end;
+        for (long long i = first; i < last; i++) {
+            PyObject *item = PyList_GET_ITEM(items, i);
+            if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
+                !PyUnicode_Check(PyTuple_GET_ITEM(item, 0))) {
+                PyErr_SetString(PyExc_TypeError, "index_put_keys: items are (key: str, physical offset: int)");
+                goto fail;
+            }
+            long long offset = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 1));
+            if (offset == -1 && PyErr_Occurred())
+                goto fail;
+            int failed = 0;
+            uint32_t h = key_crc(PyTuple_GET_ITEM(item, 0), &failed) & 0x7FFFFFFFu;
+            if (failed)
+                goto fail;
+            hashes[i - first] = h;
+            offsets[i - first] = offset;
+            __builtin_prefetch(base + INDEX_SLOTS_AT + (long long)(h % (uint64_t)slot_num) * 4, 1, 1);
         }
-        physical_offset = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 1));
-        if (physical_offset == -1 && PyErr_Occurred())
-            goto fail;
-        int failed = 0;
-        uint32_t h = key_crc(PyTuple_GET_ITEM(item, 0), &failed) & 0x7FFFFFFFu;
-        if (failed)
-            goto fail;
-        long long slot_pos = INDEX_SLOTS_AT + (long long)(h % (uint64_t)slot_num) * 4;
-        long long entry_pos = entries_at + number * INDEX_ENTRY_SIZE;
-        if (entry_pos < 0 || entry_pos + INDEX_ENTRY_SIZE > size || number > INT32_MAX) {
-            PyErr_SetString(PyExc_ValueError, "index_put_keys: an entry runs past the file");
-            goto fail;
+        for (long long i = first; i < last; i++) {
+            uint32_t h = hashes[i - first];
+            physical_offset = offsets[i - first];
+            long long slot_pos = INDEX_SLOTS_AT + (long long)(h % (uint64_t)slot_num) * 4;
+            long long entry_pos = entries_at + number * INDEX_ENTRY_SIZE;
+            if (entry_pos < 0 || entry_pos + INDEX_ENTRY_SIZE > size || number > INT32_MAX) {
+                PyErr_SetString(PyExc_ValueError, "index_put_keys: an entry runs past the file");
+                goto fail;
+            }
+            const unsigned char *s = base + slot_pos;
+            int32_t head =
+                (int32_t)(((uint32_t)s[0] << 24) | ((uint32_t)s[1] << 16) | ((uint32_t)s[2] << 8) | s[3]);
+            if (head <= 0 || head >= number) {
+                head = 0;
+                slots++;
+            }
+            unsigned char *e = base + entry_pos;
+            put32(e, h);
+            put64(e + 4, (uint64_t)physical_offset);
+            put32(e + 12, (uint32_t)diff);
+            put32(e + 16, (uint32_t)head);
+            put32(base + slot_pos, (uint32_t)number);
+            number++;
         }
-        const unsigned char *s = base + slot_pos;
-        int32_t head = (int32_t)(((uint32_t)s[0] << 24) | ((uint32_t)s[1] << 16) | ((uint32_t)s[2] << 8) | s[3]);
-        if (head <= 0 || head >= number) {
-            head = 0;
-            slots++;
-        }
-        unsigned char *e = base + entry_pos;
-        put32(e, h);
-        put64(e + 4, (uint64_t)physical_offset);
-        put32(e + 12, (uint32_t)diff);
-        put32(e + 16, (uint32_t)head);
-        put32(base + slot_pos, (uint32_t)number);
-        number++;
     }
     PyBuffer_Release(&view);
     return Py_BuildValue("(LLL)", number, slots, physical_offset);

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 from dataplane.store import GetMessageStatus, MessageStore, PutMessageStatus
+from dataplane.store.checkpoint import StoreCheckpoint
 from dataplane.store.consume_queue import CQ_ENTRY
 from tests.unit.store.conftest import StoreFactory, msg, small_config
 
@@ -230,3 +231,76 @@ def test_truncated_segment_is_reported_with_what_was_dropped(make_store: StoreFa
     for qid, bodies in after.items():  # what is left is a prefix of what was there
         assert bodies == before[qid][: len(bodies)]
     assert sum(map(len, after.values())) < sum(map(len, before.values()))
+
+
+def _index_flushes(store: MessageStore) -> list[int]:
+    """Records each IndexFile flush of ``store`` (the dispatched offset at the time)."""
+    flushes: list[int] = []
+    original = store.index.flush
+
+    def spy() -> None:
+        flushes.append(store.dispatcher.dispatched_offset)
+        original()
+
+    store.index.flush = spy  # type: ignore[method-assign]
+    return flushes
+
+
+def test_the_index_is_flushed_on_its_own_interval_and_at_shutdown(make_store: StoreFactory) -> None:
+    store = make_store(flush_index_interval_ms=100_000)
+    flushes = _index_flushes(store)
+    _fill(store, 60)
+    store.checkpoint()  # the first one flushes the index: nothing of it was flushed yet
+    _fill(store, 60)
+    store.checkpoint()
+    store.checkpoint()
+    assert len(flushes) == 1
+    store.config.flush_index_interval_ms = 0
+    store.checkpoint()
+    assert len(flushes) == 2
+    _fill(store, 6)
+    store.config.flush_index_interval_ms = 100_000
+    store.shutdown()  # flushes everything
+    assert flushes[-1] == store.dispatcher.dispatched_offset and len(flushes) == 3
+
+
+def test_a_crash_losing_unflushed_index_pages_re_indexes_them(make_store: StoreFactory) -> None:
+    """The checkpoint's DISPATCH OFFSET is the older of what the ConsumeQueues and the IndexFiles hold
+    fsynced: index pages written since the index's last flush may be lost with the machine (here the
+    index files are put back as they were at that flush), and recovery indexes those records again."""
+    store = make_store(flush_index_interval_ms=100_000, recovery_verify_bytes=0)
+    root = store.config.store_dir
+    _fill(store, 60)
+    store.checkpoint()  # the index is flushed here ...
+    indexed = store.dispatcher.dispatched_offset
+    saved = {p.name: p.read_bytes() for p in (root / "index").iterdir()}
+    bodies = [f"late{i}".encode() for i in range(60)]
+    for i in range(0, 60, 6):
+        batch = [msg(queue_id=j % 3, body=b, KEYS=f"late{i + j}") for j, b in enumerate(bodies[i : i + 6])]
+        assert store.put_messages(batch).status is PutMessageStatus.PUT_OK
+    store.checkpoint()  # ... and not here: the ConsumeQueues and the CommitLog are
+    checkpoint = StoreCheckpoint.load(root / "checkpoint")
+    assert checkpoint is not None and checkpoint.dispatch_offset == indexed
+    assert store.dispatcher.dispatched_offset > indexed
+    _crash(store)
+    for name, data in saved.items():
+        (root / "index" / name).write_bytes(data)
+    again = make_store(flush_index_interval_ms=100_000, recovery_verify_bytes=0)
+    for i in (0, 31, 59):
+        assert [m.body for m in again.query_messages_by_key("ns%t", f"late{i}")] == [bodies[i]]
+    assert [m.body for m in again.query_messages_by_key("ns%t", "k7")] == [f"m{7}".encode() * 8]
+
+
+def test_after_a_truncation_the_index_counts_as_flushed_only_up_to_the_cut(make_store: StoreFactory) -> None:
+    store = make_store(flush_index_interval_ms=100_000)
+    _fill(store, 60)
+    store.checkpoint()  # the index is flushed up to the end
+    offsets = sorted(
+        m.physical_offset for q in range(3) for m in store.get_messages("ns%t", q, 0, 100).messages
+    )
+    cut = offsets[30]
+    store.truncate_to(cut)  # as an HA replica does to follow a new master
+    assert store.put_messages([msg(body=b"again", KEYS="again")]).status is PutMessageStatus.PUT_OK
+    store.checkpoint()
+    checkpoint = StoreCheckpoint.load(store.config.store_dir / "checkpoint")
+    assert checkpoint is not None and checkpoint.dispatch_offset == cut  # not past the unflushed key
