@@ -275,18 +275,19 @@ class Guard:
                 logger.exception("quota shares: refresh failed")
             await asyncio.sleep(interval)
 
-    async def metering_durable(self) -> None:
-        """Under SYNC_FLUSH: return once the journal entries appended so far are fsynced, as the
-        CommitLog's group commit does for the message (one fsync covers every call waiting)."""
+    def metering_durable(self) -> asyncio.Future[None] | None:
+        """Under SYNC_FLUSH, while journal entries appended so far are not fsynced: a future done
+        once they are, as the CommitLog's group commit does for the message (one fsync covers every
+        call waiting); None when there is nothing to wait for (no coroutine for the usual case)."""
         journal = self.meter.journal
         if not self._sync_policy or journal.synced >= journal.total:
-            return
-        waiter = asyncio.get_running_loop().create_future()
+            return None
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._journal_waiters.append((journal.total, waiter))
         if not self._journal_syncing:
             self._journal_syncing = True
             self._group_task = asyncio.create_task(self._group_sync())
-        await waiter
+        return waiter
 
     async def _group_sync(self) -> None:
         journal = self.meter.journal

@@ -94,7 +94,9 @@ class MessagingInterceptor:
                         key = (message.topic.resource_namespace or header_ns, message.topic.name)
                         stored.setdefault(key, []).append(len(message.body))
             guard.count_sent(stored, clock() - started)
-            await guard.metering_durable()  # SYNC_FLUSH: the counts are on disk before the ack
+            durable = guard.metering_durable()
+            if durable is not None:  # SYNC_FLUSH: the counts are on disk before the ack
+                await durable
             return response
 
         return behavior

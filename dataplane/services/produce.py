@@ -589,6 +589,10 @@ def _ok_response(built: list[tuple[str, Any]], appended: list[Any]) -> svc.SendM
 
 def _count_in(stored: list[MessageToStore]) -> None:
     """Messages/bytes in per topic: one ``labels()`` lookup per topic, not per message."""
+    if len(stored) == 1:  # a single send, as the official clients make them: no generators
+        only = stored[0]
+        TRAFFIC_IN.add(only.topic, 1, len(only.body))
+        return
     topic = stored[0].topic
     if all(m.topic == topic for m in stored):
         TRAFFIC_IN.add(topic, len(stored), sum(len(m.body) for m in stored))
