@@ -1,15 +1,18 @@
 """SYNC_FLUSH: a SendMessage is answered only once its metering journal entries are fsynced.
 
-The interceptor waits on what ``Guard.metering_durable`` returns (a future while entries are not
-fsynced, None when there is nothing to wait for). The guard here is a stand-in with that method and
-the two others the interceptor calls; the guard's own side is tested with a real Guard below.
+The interceptor (``MessagingInterceptor``) runs over a real :class:`~dataplane.guard.Guard` and its
+real metering journal; only the journal's fsync is held back (it waits for the test), so the send's
+answer can be seen waiting for it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+
+import pytest
 
 from dataplane.broker import Broker
 from dataplane.config import BrokerSettings
@@ -19,27 +22,30 @@ from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 
 
-class _Guard:
-    def __init__(self, durable: asyncio.Future[None] | None) -> None:
-        self.durable = durable
-        self.counted: list[dict[tuple[str, str], list[int]]] = []
-
-    def admit(self, rpc: str, touches: Any, metadata: Any, peer: str, produce: Any = None) -> None:
-        return None
-
-    def count_sent(self, stored: dict[tuple[str, str], list[int]], seconds: float) -> None:
-        self.counted.append(stored)
-
-    def metering_durable(self) -> asyncio.Future[None] | None:
-        return self.durable
-
-
 class _Context:
+    """What the interceptor asks of a gRPC call's context."""
+
     def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
         return ()
 
     def peer(self) -> str:
         return "ipv4:127.0.0.1:1"
+
+
+@pytest.fixture
+def guards(tmp_path: Path) -> Iterator[dict[str, Guard]]:
+    """A Guard per flush policy ("async", "sync"), development mode (anonymous callers admitted)."""
+    made = {
+        flush: Guard(
+            Broker(
+                BrokerSettings(data_dir=tmp_path / flush, listen="127.0.0.1:0", flush=flush, dev_mode=True)
+            )
+        )
+        for flush in ("async", "sync")
+    }
+    yield made
+    for guard in made.values():
+        guard.meter.close()
 
 
 def _request() -> svc.SendMessageRequest:
@@ -48,40 +54,51 @@ def _request() -> svc.SendMessageRequest:
     return svc.SendMessageRequest(messages=[message])
 
 
-async def _stored(request: Any, context: Any) -> svc.SendMessageResponse:
+async def _stored(request: svc.SendMessageRequest, context: object) -> svc.SendMessageResponse:
     return svc.SendMessageResponse(status=pb.Status(code=pb.Code.OK, message="OK"))
 
 
-async def test_an_ok_send_is_answered_once_its_metering_is_durable() -> None:
-    durable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    guard = _Guard(durable)
-    behavior = MessagingInterceptor(guard).wrap("SendMessage", "unary_unary", _stored)  # type: ignore[arg-type]
+async def test_a_sync_flush_send_is_answered_once_its_metering_is_fsynced(guards: dict[str, Guard]) -> None:
+    guard = guards["sync"]
+    journal = guard.meter.journal
+    release = threading.Event()
+    fsync = journal.sync
+
+    def held_sync() -> None:
+        release.wait(5)
+        fsync()
+
+    journal.sync = held_sync  # type: ignore[method-assign]
+    behavior = MessagingInterceptor(guard).wrap("SendMessage", "unary_unary", _stored)
     call = asyncio.ensure_future(behavior(_request(), _Context()))
-    await asyncio.sleep(0.05)
-    assert guard.counted == [{("acme", "orders"): [10]}]  # counted, then waiting for the fsync
-    assert not call.done()
-    durable.set_result(None)
-    answer = await asyncio.wait_for(call, 1)
+    try:
+        await asyncio.sleep(0.1)
+        assert journal.total > journal.synced  # the send was counted (its call and its message) ...
+        assert not call.done()  # ... and its answer waits for the fsync
+    finally:
+        release.set()
+    answer = await asyncio.wait_for(call, 5)
     assert answer.status.code == pb.Code.OK
+    assert journal.synced == journal.total
 
 
-async def test_with_nothing_to_wait_for_the_send_is_answered_at_once() -> None:
-    behavior = MessagingInterceptor(_Guard(None)).wrap("SendMessage", "unary_unary", _stored)  # type: ignore[arg-type]
+async def test_an_async_flush_send_is_answered_without_waiting(guards: dict[str, Guard]) -> None:
+    guard = guards["async"]
+    behavior = MessagingInterceptor(guard).wrap("SendMessage", "unary_unary", _stored)
     answer = await asyncio.wait_for(behavior(_request(), _Context()), 1)
     assert answer.status.code == pb.Code.OK
+    assert guard.meter.journal.total > guard.meter.journal.synced  # counted, not waited for
+    assert guard.metering_durable() is None
 
 
-async def test_the_guard_has_a_future_only_under_sync_flush_with_entries_not_fsynced(tmp_path: Path) -> None:
-    for flush in ("async", "sync"):
-        settings = BrokerSettings(data_dir=tmp_path / flush, listen="127.0.0.1:0", flush=flush)
-        guard = Guard(Broker(settings))
-        assert guard.metering_durable() is None  # nothing appended yet
-        guard.meter.count_in("acme", [10])
-        durable = guard.metering_durable()
-        if flush == "async":
-            assert durable is None
-            continue
-        assert durable is not None
-        await asyncio.wait_for(durable, 5)  # the group sync fsyncs the journal
-        assert guard.meter.journal.synced == guard.meter.journal.total
-        assert guard.metering_durable() is None
+async def test_the_guard_has_nothing_to_wait_for_once_the_journal_is_fsynced(
+    guards: dict[str, Guard],
+) -> None:
+    guard = guards["sync"]
+    assert guard.metering_durable() is None  # nothing appended yet
+    guard.meter.count_in("acme", [10])
+    durable = guard.metering_durable()
+    assert durable is not None
+    await asyncio.wait_for(durable, 5)  # the group sync fsyncs the journal
+    assert guard.meter.journal.synced == guard.meter.journal.total
+    assert guard.metering_durable() is None
