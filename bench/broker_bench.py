@@ -54,6 +54,10 @@ Figures (``--json PATH`` writes them):
                                  consume_cpu_us_per_msg, steadier than the end-to-end figures
 - broker_pop_compaction_ms        how long a POP journal compaction holds the broker's event loop
                                  with 20,000 messages in flight (bench/broker_work.py)
+- broker_send_us_per_call / broker_send_batched_us_per_msg   the broker's own work per
+                                 single-message SendMessage, and per message of 64-message ones,
+                                 through the handler as the server registers it (decoding, guard,
+                                 store append, answer), timed in-process (bench/broker_work.py)
 - nats_publish_msgs_per_s / nats_consume_msgs_per_s / rabbitmq_quorum_publish_msgs_per_s  peers
 - broker_gc_pauses / _full_collections / _pauses_over_10ms / _over_25ms / _pause_ms_total / _frozen_objects
                                  the broker's garbage-collector pauses over the ASYNC_FLUSH phases

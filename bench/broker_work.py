@@ -14,12 +14,21 @@ than it moves a rate):
 - ``broker_pop_compaction_ms``   how long a POP journal compaction holds the event loop with 20,000
                                  messages in flight (the export and the journal's rotation; the
                                  snapshot is written and fsynced in a thread of its own)
+- ``broker_send_us_per_call``    a single-message SendMessage (as the official clients send) through
+                                 the handler the server registers: the request's bytes decoded, the
+                                 guard (admission, metering), the store's append (ASYNC_FLUSH), the
+                                 answer serialized; what ``produce_single_msgs_per_s`` pays on top
+                                 of the bare server's call
+- ``broker_send_batched_us_per_msg``  the same per message of 64-message requests
 
 Their sum is the broker's part of a consumed message's CPU, the rest of ``consume_cpu_us_per_msg``
 is gRPC's (a few percent of it is the interceptor's admission and metering, not timed here). It is
 the figure to watch when working on the consume path: a change shows here within a run.
 
     uv run python -m bench.broker_work [--count N]
+
+The send figures take ``--count`` calls (single) and ``--count`` messages (batched), after a warm-up
+of a tenth of that, on a broker of their own.
 """
 
 from __future__ import annotations
@@ -35,18 +44,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.broker_bench import GROUP, QUEUES, TOPIC, receive_request
+from bench.broker_bench import GROUP, QUEUES, TOPIC, message, receive_request
 from dataplane.broker import Broker
 from dataplane.buffered_stream import Encoded
 from dataplane.config import BrokerSettings
+from dataplane.guard import Guard
+from dataplane.interceptors import MessagingInterceptor
 from dataplane.metadata import GroupConfig, TopicConfig
 from dataplane.pop import PopState
-from dataplane.services import consume
+from dataplane.services import MessagingServicer, consume
 from dataplane.store.message import MessageToStore
+from dataplane.wire import add_servicer
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
+from mqcloud.apache.rocketmq.v2 import service_pb2
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 
-__all__ = ("HandlerCall", "broker_work_figures")
+__all__ = ("HandlerCall", "broker_send_figures", "broker_work_figures")
 
 BATCH = 32  # as broker_bench's consume loop
 
@@ -63,6 +76,31 @@ class HandlerCall:
 
     def peer(self) -> str:
         return "ipv4:127.0.0.1:1"
+
+    async def abort(self, code: Any, details: str) -> None:
+        raise RuntimeError(f"{code}: {details}")
+
+
+class _Handlers:
+    """Stands where the grpc.aio server would in ``add_servicer``: keeps the method handlers it is
+    given, so the bench calls them as the server would (decoding, interceptor and all)."""
+
+    def __init__(self) -> None:
+        self.generic: list[Any] = []
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        self.generic.extend(handlers)
+
+    def unary(self, method: str) -> Any:
+        class Details:
+            invocation_metadata = ()
+
+        Details.method = method  # type: ignore[attr-defined]
+        for generic in self.generic:
+            found = generic.service(Details)
+            if found is not None:
+                return found
+        raise LookupError(method)
 
 
 def _fill(broker: Broker, count: int) -> None:
@@ -152,6 +190,68 @@ async def broker_work_figures(count: int = 32_000, data_dir: Path | None = None)
     }
 
 
+async def _send_us(broker: Broker, calls: int, per_call: int) -> float:
+    """CPU microseconds of this thread per SendMessage call of ``per_call`` messages, through the
+    handler registered as the server registers it, response serialization included."""
+    handlers = _Handlers()
+    guard = Guard(broker)
+    add_servicer(
+        handlers,  # type: ignore[arg-type]
+        MessagingServicer(broker),
+        service_pb2.DESCRIPTOR.services_by_name["MessagingService"],
+        wrap=MessagingInterceptor(guard).wrap,
+    )
+    handler = handlers.unary("/apache.rocketmq.v2.MessagingService/SendMessage")
+    behavior, serialize = handler.unary_unary, handler.response_serializer
+    warm = max(calls // 10, 1)
+    raws = [
+        svc.SendMessageRequest(
+            messages=[message(i * per_call + j) for j in range(per_call)]
+        ).SerializeToString()
+        for i in range(warm + calls)
+    ]
+    call: Any = HandlerCall()
+    guard.start()
+    try:
+        clock = time.thread_time
+        started = 0.0
+        for i, raw in enumerate(raws):
+            if i == warm:
+                started = clock()
+            answer = await behavior(raw, call)
+            serialize(answer)
+            if answer.status.code != pb.Code.OK:
+                raise RuntimeError(f"send refused: {answer.status}")
+        return (clock() - started) / calls * 1e6
+    finally:
+        await guard.stop()
+
+
+async def broker_send_figures(count: int = 32_000) -> dict[str, float]:
+    """``broker_send_us_per_call`` (``count`` single-message calls) and
+    ``broker_send_batched_us_per_msg`` (``count`` messages, 64 per call), each on a new broker."""
+    figures: dict[str, float] = {}
+    for key, per_call, calls in (
+        ("broker_send_us_per_call", 1, count),
+        ("broker_send_batched_us_per_msg", 64, max(count // 64, 1)),
+    ):
+        root = Path(tempfile.mkdtemp(prefix="mqbench-send-"))
+        broker = Broker(BrokerSettings(data_dir=root, listen="127.0.0.1:0", dev_mode=True))
+        try:
+            broker.start(asyncio.get_running_loop())
+            broker.metadata.create_topic(TopicConfig(name=TOPIC, queue_count=QUEUES))
+            figures[key] = await _send_us(broker, calls, per_call) / per_call
+            stored = sum(broker.store.get_max_offset_in_queue(TOPIC, q) for q in range(QUEUES))
+            sent = (max(calls // 10, 1) + calls) * per_call
+            if stored != sent:
+                raise RuntimeError(f"{sent} messages sent, {stored} stored")
+        finally:
+            broker.begin_shutdown()
+            broker.close()
+            shutil.rmtree(root, ignore_errors=True)
+    return figures
+
+
 def _compaction_ms(where: Path, in_flight: int = 20_000, rounds: int = 5) -> float:
     """Median time the caller spends in a background compaction of a state with ``in_flight``
     messages in flight (broker_bench's queues)."""
@@ -173,7 +273,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=32_000, help="messages received and acked")
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(broker_work_figures(args.count)), indent=2))
+    figures = asyncio.run(broker_work_figures(args.count))
+    figures |= asyncio.run(broker_send_figures(args.count))
+    print(json.dumps(figures, indent=2))
 
 
 if __name__ == "__main__":

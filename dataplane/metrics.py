@@ -6,9 +6,11 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import REGISTRY, Counter, Histogram
+from prometheus_client import REGISTRY, Counter
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from dataplane.loop_metrics import CounterChild, LoopCounter, LoopHistogram
 
 __all__ = (
     "BYTES_IN",
@@ -25,11 +27,12 @@ __all__ = (
     "watch_ha",
 )
 
-MESSAGES_IN = Counter("mq_broker_messages_in", "Messages stored", ["topic"])
-BYTES_IN = Counter("mq_broker_bytes_in", "Body bytes stored", ["topic"])
-MESSAGES_OUT = Counter("mq_broker_messages_out", "Messages delivered", ["topic"])
-BYTES_OUT = Counter("mq_broker_bytes_out", "Body bytes delivered", ["topic"])
-RPC_LATENCY = Histogram("mq_broker_rpc_seconds", "RPC handling time", ["method"])
+# updated per RPC on the event loop's thread: lock-free (dataplane/loop_metrics.py)
+MESSAGES_IN = LoopCounter("mq_broker_messages_in", "Messages stored", ["topic"])
+BYTES_IN = LoopCounter("mq_broker_bytes_in", "Body bytes stored", ["topic"])
+MESSAGES_OUT = LoopCounter("mq_broker_messages_out", "Messages delivered", ["topic"])
+BYTES_OUT = LoopCounter("mq_broker_bytes_out", "Body bytes delivered", ["topic"])
+RPC_LATENCY = LoopHistogram("mq_broker_rpc_seconds", "RPC handling time", ["method"])
 # Pulls far behind answered with records read from a replica (docs/ha.md), and the tries that fell
 # back to this node's own disk.
 REPLICA_READ_MESSAGES = Counter("mq_broker_replica_read_messages", "Messages read from a replica")
@@ -37,19 +40,19 @@ REPLICA_READ_FALLBACKS = Counter("mq_broker_replica_read_fallbacks", "Replica re
 
 
 class TopicTraffic:
-    """Messages and bytes per topic with the labelled children cached (``labels()`` is not cheap)."""
+    """Messages and bytes per topic (event loop thread only), with the labelled children cached."""
 
-    def __init__(self, messages: Counter, size: Counter) -> None:
+    def __init__(self, messages: LoopCounter, size: LoopCounter) -> None:
         self._messages = messages
         self._bytes = size
-        self._children: dict[str, tuple[Any, Any]] = {}
+        self._children: dict[str, tuple[CounterChild, CounterChild]] = {}
 
     def add(self, topic: str, count: int, size: int) -> None:
         pair = self._children.get(topic)
         if pair is None:
             pair = self._children[topic] = (self._messages.labels(topic), self._bytes.labels(topic))
-        pair[0].inc(count)
-        pair[1].inc(size)
+        pair[0].value += count  # counts and sizes are never negative: no inc() check needed
+        pair[1].value += size
 
 
 TRAFFIC_IN = TopicTraffic(MESSAGES_IN, BYTES_IN)

@@ -1,6 +1,7 @@
 """Prometheus metrics per tenant, topic and group (the per-topic broker totals stay in ``metrics``).
 
-Counters and histograms are updated on the data path with their labelled children cached; gauges
+Counters and histograms are updated on the data path with their labelled children cached (those of
+every call lock-free, ``dataplane.loop_metrics``: the guard runs on the event loop's thread); gauges
 (lag, connected clients, store health) are computed when Prometheus scrapes, by a collector.
 """
 
@@ -10,9 +11,11 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client import REGISTRY, Counter, Histogram
+from prometheus_client import REGISTRY, Counter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from dataplane.loop_metrics import LoopCounter, LoopHistogram
 
 __all__ = ("TenantMetrics",)
 
@@ -20,14 +23,14 @@ logger = logging.getLogger(__name__)
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
-MESSAGES_IN = Counter("mq_tenant_messages_in", "Messages accepted", ["tenant", "topic"])
-BYTES_IN = Counter("mq_tenant_bytes_in", "Body bytes accepted", ["tenant", "topic"])
-MESSAGES_OUT = Counter("mq_tenant_messages_out", "Messages delivered", ["tenant", "topic", "group"])
-BYTES_OUT = Counter("mq_tenant_bytes_out", "Body bytes delivered", ["tenant", "topic", "group"])
-SEND_LATENCY = Histogram(
+MESSAGES_IN = LoopCounter("mq_tenant_messages_in", "Messages accepted", ["tenant", "topic"])
+BYTES_IN = LoopCounter("mq_tenant_bytes_in", "Body bytes accepted", ["tenant", "topic"])
+MESSAGES_OUT = LoopCounter("mq_tenant_messages_out", "Messages delivered", ["tenant", "topic", "group"])
+BYTES_OUT = LoopCounter("mq_tenant_bytes_out", "Body bytes delivered", ["tenant", "topic", "group"])
+SEND_LATENCY = LoopHistogram(
     "mq_tenant_send_seconds", "SendMessage handling time", ["tenant"], buckets=_LATENCY_BUCKETS
 )
-RECEIVE_LATENCY = Histogram(
+RECEIVE_LATENCY = LoopHistogram(
     "mq_tenant_receive_seconds",
     "ReceiveMessage/PullMessage handling time of calls that delivered messages",
     ["tenant"],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.broker_work import broker_work_figures
+from bench.broker_work import broker_send_figures, broker_work_figures
 
 
 async def test_every_message_is_received_and_acked_once(tmp_path: Path) -> None:
@@ -16,3 +16,10 @@ async def test_every_message_is_received_and_acked_once(tmp_path: Path) -> None:
     assert 0 < figures["broker_pop_compaction_ms"] < 1_000
     # the store still holds what was consumed: the harness leaves a given directory in place
     assert (tmp_path / "store").is_dir()
+
+
+async def test_the_send_figures_time_sends_that_were_stored() -> None:
+    # broker_send_figures raises when the store does not hold every message sent (warm-up included)
+    figures = await broker_send_figures(640)
+    assert set(figures) == {"broker_send_us_per_call", "broker_send_batched_us_per_msg"}
+    assert 0 < figures["broker_send_batched_us_per_msg"] < figures["broker_send_us_per_call"] < 100_000
