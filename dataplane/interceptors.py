@@ -194,6 +194,10 @@ def _produce_totals(
     check (all read from the request's bytes)."""
     sizes, runs = send_summary(request, namespace_from_metadata(metadata))
     totals: dict[tuple[str, str], tuple[int, int, int]] = {}
+    if len(sizes) == 1:  # one topic, the usual request: nothing to add up across keys
+        ((ns, name), per_topic), *_ = sizes.items()
+        totals[(ns, f"{ns}%{name}" if ns else name)] = (len(per_topic), sum(per_topic), max(per_topic))
+        return totals, sizes, sent_topics(runs)
     for (ns, name), per_topic in sizes.items():
         key = (ns, f"{ns}%{name}" if ns else name)
         count, total, largest = totals.get(key, (0, 0, 0))

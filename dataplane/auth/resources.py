@@ -8,14 +8,23 @@ assignment, DLQ) is Sub on the topic and the group; QueryRoute is Pub or Sub on 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from dataplane.security_store import AclAction, AclResourceType
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 
-__all__ = ("Touch", "sent_topics", "settings_resources", "touched")
+__all__ = ("Named", "Touch", "sent_topics", "settings_resources", "touched")
 
-Touch = tuple[AclResourceType, pb.Resource, tuple[AclAction, ...]]
+
+class Named(NamedTuple):
+    """A resource as a request names it: the two fields of a ``pb.Resource`` the checks read, for
+    the topics a SendMessage names (a tuple is made in a fraction of a message's time)."""
+
+    resource_namespace: str
+    name: str
+
+
+Touch = tuple[AclResourceType, pb.Resource | Named, tuple[AclAction, ...]]
 
 _T, _G = AclResourceType.TOPIC, AclResourceType.GROUP
 _PUB = (AclAction.PUB,)
@@ -61,7 +70,7 @@ def sent_topics(runs: list[tuple[str, str]]) -> list[Touch]:
     """What a SendMessage touches, from its topics as named (resource namespace, name), one per run
     of consecutive messages to the same topic (``produce.send_summary``): the same refusal, and the
     same tenant, as its ``touched`` list of one entry per message, since a run names one resource."""
-    return [(_T, pb.Resource(resource_namespace=ns, name=name), _PUB) for ns, name in runs]
+    return [(_T, Named(ns, name), _PUB) for ns, name in runs]
 
 
 def settings_resources(settings: pb.Settings) -> list[Touch]:
