@@ -1,19 +1,22 @@
 """Counters and histograms for the data path, updated by the event loop's thread without locks.
 
 A ``prometheus_client`` counter child takes a lock on every ``inc`` and a histogram child two
-(bucket and sum) after a linear walk of its buckets: 2-2.5 us per send on the machines we bench on,
-paid on every RPC (``bench/broker_work.py``'s ``broker_send_us_per_call``). The broker updates these
+(bucket and sum) after a linear walk of its buckets: a few microseconds of every RPC
+(``bench/broker_work.py``'s ``broker_send_us_per_call`` shows them). The broker updates these
 figures from one thread, its event loop, so a plain number per child is enough; the registry reads
 them when Prometheus scrapes (a scrape from the metrics thread sees each number whole, at worst one
 update behind). Same names, types and labels as the ``prometheus_client`` metrics they replace.
 
 Only for figures updated on the event loop's thread: anything else keeps ``prometheus_client``'s own.
+A broker process runs one event loop. Where several run in one process (some tests start brokers on
+loops of their own), an update can be lost when two threads bump the same series at the same moment.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
+from typing import Generic, TypeVar
 
 from prometheus_client import REGISTRY
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -55,22 +58,11 @@ class HistogramChild:
         self.sum += amount
 
 
-class _Labelled(Collector):
-    def __init__(
-        self, name: str, documentation: str, labelnames: Sequence[str], registry: CollectorRegistry | None
-    ) -> None:
-        self.name = name
-        self.documentation = documentation
-        self.labelnames = tuple(labelnames)
-        (registry if registry is not None else REGISTRY).register(self)
-
-    def _check(self, values: tuple[str, ...]) -> None:
-        if len(values) != len(self.labelnames):
-            raise ValueError(f"{self.name} takes labels {self.labelnames}, got {values}")
+Child = TypeVar("Child", CounterChild, HistogramChild)
 
 
-class LoopCounter(_Labelled):
-    """A labelled counter (exported as ``NAME_total``)."""
+class _Labelled(Collector, Generic[Child]):
+    """A metric's children by label values; subclasses make a child and say how it is collected."""
 
     def __init__(
         self,
@@ -79,15 +71,29 @@ class LoopCounter(_Labelled):
         labelnames: Sequence[str] = (),
         registry: CollectorRegistry | None = None,
     ) -> None:
-        self._children: dict[tuple[str, ...], CounterChild] = {}  # before registering: it collects
-        super().__init__(name, documentation, labelnames, registry)
+        self.name = name
+        self.documentation = documentation
+        self.labelnames = tuple(labelnames)
+        self._children: dict[tuple[str, ...], Child] = {}
+        (registry if registry is not None else REGISTRY).register(self)  # collects once, for the names
 
-    def labels(self, *values: str) -> CounterChild:
+    def labels(self, *values: str) -> Child:
         child = self._children.get(values)
         if child is None:
-            self._check(values)
-            child = self._children[values] = CounterChild()
+            if len(values) != len(self.labelnames):
+                raise ValueError(f"{self.name} takes labels {self.labelnames}, got {values}")
+            child = self._children[values] = self._new_child()
         return child
+
+    def _new_child(self) -> Child:
+        raise NotImplementedError
+
+
+class LoopCounter(_Labelled[CounterChild]):
+    """A labelled counter (exported as ``NAME_total``)."""
+
+    def _new_child(self) -> CounterChild:
+        return CounterChild()
 
     def collect(self) -> Iterator[Metric]:
         family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
@@ -96,7 +102,7 @@ class LoopCounter(_Labelled):
         yield family
 
 
-class LoopHistogram(_Labelled):
+class LoopHistogram(_Labelled[HistogramChild]):
     """A labelled histogram (``NAME_bucket``, ``NAME_count``, ``NAME_sum``)."""
 
     def __init__(
@@ -111,15 +117,10 @@ class LoopHistogram(_Labelled):
         if not bounds or list(bounds) != sorted(set(bounds)):
             raise ValueError(f"{name}: buckets must be increasing: {buckets}")
         self.bounds = bounds
-        self._children: dict[tuple[str, ...], HistogramChild] = {}  # before registering: it collects
         super().__init__(name, documentation, labelnames, registry)
 
-    def labels(self, *values: str) -> HistogramChild:
-        child = self._children.get(values)
-        if child is None:
-            self._check(values)
-            child = self._children[values] = HistogramChild(self.bounds)
-        return child
+    def _new_child(self) -> HistogramChild:
+        return HistogramChild(self.bounds)
 
     def collect(self) -> Iterator[Metric]:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
