@@ -176,13 +176,15 @@ async def broker_work_figures(count: int = 32_000, data_dir: Path | None = None)
         tracing = time.thread_time() - started
         assert broker.pop is not None
         in_flight = sum(len(broker.pop.position(GROUP, TOPIC, q).in_flight) for q in range(QUEUES))
+        # before the directory goes (it was measured after, and left a directory behind per run)
+        compaction_ms = _compaction_ms(root / "compaction")
     finally:
         broker.begin_shutdown()
         broker.close()
         if own:
             shutil.rmtree(root, ignore_errors=True)
     return {
-        "broker_pop_compaction_ms": _compaction_ms(root / "compaction"),
+        "broker_pop_compaction_ms": compaction_ms,
         "broker_receive_us_per_msg": receiving / done * 1e6,
         "broker_ack_us_per_msg": acking / done * 1e6,
         "broker_trace_us_per_msg": tracing / done * 1e6,

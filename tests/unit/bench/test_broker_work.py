@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from bench import broker_work
 from bench.broker_work import broker_send_figures, broker_work_figures
 
 
@@ -23,3 +26,13 @@ async def test_the_send_figures_time_sends_that_were_stored() -> None:
     figures = await broker_send_figures(640)
     assert set(figures) == {"broker_send_us_per_call", "broker_send_batched_us_per_msg"}
     assert 0 < figures["broker_send_batched_us_per_msg"] < figures["broker_send_us_per_call"] < 100_000
+
+
+async def test_a_run_in_a_directory_of_its_own_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    own = tmp_path / "own"
+    monkeypatch.setattr(broker_work.tempfile, "mkdtemp", lambda prefix: str(own.mkdir() or own))
+    figures = await broker_work_figures(64)
+    assert figures["broker_pop_compaction_ms"] > 0
+    assert not own.exists()
