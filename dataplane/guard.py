@@ -143,8 +143,8 @@ class Guard:
                 else:
                     limit = self.quotas.limit(tenant, "max_connections")
                     self.quotas.connections.admit(tenant, client_id, limit)
-            if produce and tenant:  # quotas are a tenant's: an anonymous dev-mode send has none
-                self.quotas.admit_produce(tenant, {topic: v for (_, topic), v in produce.items()})
+            if produce:
+                self.quotas.admit_produce(tenant, produce)
         except StorageQuotaExceeded:
             self.metrics.throttled(tenant, "storage")
             raise

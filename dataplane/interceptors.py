@@ -24,7 +24,7 @@ from dataplane.auth.resources import Touch, sent_topics, settings_resources, tou
 from dataplane.buffered_stream import Encoded
 from dataplane.errors import BrokerError, status_of
 from dataplane.guard import Guard
-from dataplane.names import namespace_from_metadata
+from dataplane.names import namespace_from_metadata, qualify
 from dataplane.services.base import remember_metadata
 from dataplane.services.produce import send_summary
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
@@ -194,12 +194,8 @@ def _produce_totals(
     check (all read from the request's bytes)."""
     sizes, runs = send_summary(request, namespace_from_metadata(metadata))
     totals: dict[tuple[str, str], tuple[int, int, int]] = {}
-    if len(sizes) == 1:  # one topic, the usual request: nothing to add up across keys
-        ((ns, name), per_topic), *_ = sizes.items()
-        totals[(ns, f"{ns}%{name}" if ns else name)] = (len(per_topic), sum(per_topic), max(per_topic))
-        return totals, sizes, sent_topics(runs)
     for (ns, name), per_topic in sizes.items():
-        key = (ns, f"{ns}%{name}" if ns else name)
+        key = (ns, qualify(ns, name))
         count, total, largest = totals.get(key, (0, 0, 0))
         totals[key] = (count + len(per_topic), total + sum(per_topic), max(largest, *per_topic))
     return totals, sizes, sent_topics(runs)

@@ -263,15 +263,19 @@ class QuotaEnforcer:
 
     # Produce
 
-    def admit_produce(self, namespace: str, per_topic: dict[str, tuple[int, int, int]]) -> None:
+    def admit_produce(self, namespace: str, produce: Mapping[tuple[str, str], tuple[int, int, int]]) -> None:
         """Take (messages, bytes) for every topic of a request, or refuse it whole.
 
-        ``per_topic``: qualified topic -> (messages, body bytes, largest body).
+        ``produce``: (namespace as named, qualified topic) -> (messages, body bytes, largest body), as
+        the interceptor reads it off the request. A call with no namespace has no quota to take from.
         """
+        if not namespace:
+            return
+        per_topic = {topic: v for (_, topic), v in produce.items()}
         quotas = self.security.quotas
         base = quotas.get((namespace, "", ""))
         overrides = [(t, quotas[(namespace, t, "")]) for t in per_topic if (namespace, t, "") in quotas]
-        if not namespace or (base is None and not overrides):
+        if base is None and not overrides:
             return
         now = self._clock()
         takes: list[tuple[TokenBucket, float, str]] = []

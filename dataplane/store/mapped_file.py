@@ -92,7 +92,11 @@ class MappedFile:
 
     def write(self, position: int, data: bytes | memoryview) -> None:
         """Write ``data`` at ``position`` (relative), retrying short writes."""
-        view = memoryview(data)
+        written = os.pwrite(self._fd, data, position)  # the usual case: all of it at once
+        if written == len(data):
+            return
+        view = memoryview(data)[written:]
+        position += written
         while view:
             written = os.pwrite(self._fd, view, position)
             view = view[written:]
@@ -116,18 +120,12 @@ class MappedFile:
         CommitLog run's first TOTALSIZE, so until the whole run is written recovery reads a zero
         there and stops (one pwrite for the rest when the compiled encoder gave one buffer)."""
         first = memoryview(pieces[0])
-        fd = self._fd
-        if len(pieces) == 1:  # one pwrite each for the rest and the head (write() only for a short one)
-            rest = first[4:]
-            written = os.pwrite(fd, rest, position + 4)
-            if written != len(rest):
-                self.write(position + 4 + written, rest[written:])
+        if len(pieces) == 1:
+            self.write(position + 4, first[4:])
         else:
             pieces[0] = first[4:]
             self.write_pieces(position + 4, pieces, size - 4)
-        head = first[:4]
-        if os.pwrite(fd, head, position) != 4:
-            self.write(position, head)
+        self.write(position, first[:4])
 
     def read(self, position: int, size: int) -> bytes:
         """Copy of ``size`` bytes at ``position``; raises ValueError once closed."""
