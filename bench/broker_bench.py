@@ -14,7 +14,11 @@ Figures (``--json PATH`` writes them):
                                  (8,000 messages; 50,000 without --quick); ``push_vs_consume`` is
                                  its ratio to consume_msgs_per_s (one AckMessage per receive there)
 - e2e_p99_ms                     send -> receipt by a waiting consumer, paced at 5,000 msgs/s, sent
-                                 through the SDK's batching producer (BatchingOptions, 1 ms delay)
+                                 through the SDK's batching producer (BatchingOptions, 1 ms delay);
+                                 in every e2e run this process only sends, and the consumers
+                                 (E2E_CONSUMERS threads, receives of 32, an ack per receive) run in
+                                 a process of their own on gRPC's blocking API
+                                 (bench/e2e_consumer.py)
 - e2e_single_p99_ms              the same with one SendMessage per message (more calls per second
                                  than one Python gRPC client makes on 2 cores: the send queue grows)
 - e2e_p99_ms_at_300_msgs_per_s   single sends paced at 300 msgs/s (below the single-send ceiling),
@@ -26,13 +30,15 @@ Figures (``--json PATH`` writes them):
 - e2e_send_p99_ms(_at_300_msgs_per_s) / e2e_single_send_p99_ms   send -> answer in those runs
 - e2e_p99_ms_first_fifth / _last_fifth   the p99 of the first and of the last fifth of that run's
                                  receipts: far apart, the consumers fell further behind as it ran
-- e2e_broker_cpu / e2e_client_cpu   cores busy in the e2e_p99_ms run (broker / this process), from
-                                 the first send to the last receipt: near 1.0 each, nothing is idle
+- e2e_broker_cpu / e2e_client_cpu / e2e_consumers_cpu   cores busy in the e2e_p99_ms run (broker /
+                                 this process, the producer / the consumers' process), from the
+                                 first send to the last receipt
 - e2e_receive_batch / _first_ms / _stream_ms   in that run, per receive that returned messages: the
                                  mean count, and the medians from the call to its first message and
                                  from its first message to its last (each streamed message is one
-                                 completion through both event loops)
+                                 completion on each side of the call)
 - grpc_ceiling_e2e_p99_ms(_at_300_msgs_per_s) / _e2e_send_p99_ms / _e2e_server_cpu / _e2e_client_cpu
+  / _e2e_consumers_cpu
                                  the e2e_p99_ms run (and the 300 msgs/s one) through the bare server
                                  in relay mode (``--relay``: messages kept in memory, handed to the
                                  next receives): the floor the framework and this client set on this
@@ -102,6 +108,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import peers  # noqa: E402
+from e2e_consumer import ConsumerProcess  # noqa: E402
 from procfs import context_switches, cpu_seconds  # noqa: E402
 
 from mqcloud import (  # noqa: E402
@@ -122,6 +129,10 @@ TOPIC = "bench"
 GROUP = "bench-group"
 QUEUES = 8
 PACED_RATES = (1000, 3000)  # single-message SendMessage calls per second, for the CPU per call
+# Receives the e2e runs keep in flight (threads of the consumer process). A receive of 32 took
+# 16-20 ms here from its call to its first message (the broker streams each message as its own
+# send), so 4 in flight delivered too little for 5,000 msgs/s and every receive came back full.
+E2E_CONSUMERS = 8
 ROUNDS = 3  # alternating rounds of the produce rates compared with the bare server (medians kept)
 
 
@@ -395,6 +406,7 @@ def p99(values: list[float]) -> float:
 
 async def e2e_latency(
     target: str,
+    consumers: ConsumerProcess,
     rate: int,
     seconds: float,
     batch_delay_ms: float | None = None,
@@ -403,21 +415,22 @@ async def e2e_latency(
     drift: dict[str, float] | None = None,
     receives: dict[str, float] | None = None,
     max_in_flight: int = 1,
+    consumer_threads: int = E2E_CONSUMERS,
 ) -> tuple[float, float]:
     """p99 of send -> receipt in ms, with consumers long-polling while a paced producer sends; and
     p99 of send -> SendMessage answer (when the two are close, the sends queue, not the delivery).
-    With ``batch_delay_ms`` the producer is the SDK's ``AsyncProducer`` with batching (and
-    ``max_in_flight`` batches of the topic unanswered before one whose delay ran out waits). ``cpu`` gets
-    the cores busy from the first send to the last receipt: ``broker`` (process ``pid``) and
-    ``client`` (this process: producer and consumers). ``drift`` gets the p99 of the first and of
-    the last fifth of the receipts (``first``, ``last``): far apart, the consumers fell behind.
-    ``receives`` gets, over the receives that returned messages, the mean batch (``batch``) and the
-    medians in ms from the call to its first message (``first_ms``) and from its first message to
-    its last (``stream_ms``, receives of 2 or more): where a receive's time goes."""
+    The consumers are ``consumers``'s threads, in a process of their own (bench/e2e_consumer.py),
+    so this process only sends. With ``batch_delay_ms`` the producer is the SDK's ``AsyncProducer``
+    with batching (and ``max_in_flight`` batches of the topic unanswered before one whose delay ran
+    out waits). ``cpu`` gets the cores busy from the first send to the last receipt: ``broker``
+    (process ``pid``), ``client`` (this process: the producer) and ``consumers`` (theirs). ``drift``
+    gets the p99 of the first and of the last fifth of the receipts (``first``, ``last``): far
+    apart, the consumers fell behind. ``receives`` gets, over the receives that returned messages,
+    the mean batch (``batch``) and the medians in ms from the call to its first message
+    (``first_ms``) and from its first message to its last (``stream_ms``, receives of 2 or more):
+    where a receive's time goes."""
     total = int(rate * seconds)
-    latencies: list[float] = []
     sent: list[float] = []
-    shapes: list[tuple[int, float, float]] = []  # per receive with messages: count, to first, to last
     async with stub(target) as s:
         # Skip the backlog of earlier phases: a new group starts at the first stored message, so
         # without this the consumers drain every earlier message before the first timed one.
@@ -431,49 +444,7 @@ async def e2e_latency(
                     group=pb.Resource(name=GROUP + "-e2e"), message_queue=mq, offset=end.offset
                 )
             )
-        done = asyncio.Event()
-
-        async def consumer() -> None:
-            while not done.is_set():
-                request = svc.ReceiveMessageRequest(
-                    group=pb.Resource(name=GROUP + "-e2e"),
-                    message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC), id=-1),
-                    filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"),
-                    batch_size=32,
-                    auto_renew=False,
-                )
-                request.invisible_duration.FromSeconds(60)
-                # half a second: when the run ends, the other consumers leave their polls that soon
-                request.long_polling_timeout.FromMilliseconds(500)
-                entries = []
-                called = first = last = time.monotonic_ns()
-                async for frame in s.ReceiveMessage(request, timeout=5):
-                    if frame.WhichOneof("content") == "message":
-                        now = last = time.monotonic_ns()
-                        if not entries:
-                            first = now
-                        m = frame.message
-                        if "t0" in m.user_properties:
-                            latencies.append((now - int(m.user_properties["t0"])) / 1e6)
-                        entries.append(
-                            svc.AckMessageEntry(
-                                message_id=m.system_properties.message_id,
-                                receipt_handle=m.system_properties.receipt_handle,
-                            )
-                        )
-                if entries:
-                    shapes.append((len(entries), (first - called) / 1e6, (last - first) / 1e6))
-                    await s.AckMessage(
-                        svc.AckMessageRequest(
-                            group=pb.Resource(name=GROUP + "-e2e"),
-                            topic=pb.Resource(name=TOPIC),
-                            entries=entries,
-                        )
-                    )
-                if len(latencies) >= total:
-                    done.set()
-
-        consumers = [asyncio.create_task(consumer()) for _ in range(4)]
+        await asyncio.to_thread(consumers.begin, target, GROUP + "-e2e", TOPIC, consumer_threads)
         producer = None
         if batch_delay_ms is not None:
             options = BatchingOptions(
@@ -514,14 +485,15 @@ async def e2e_latency(
         if failed:
             sys.stderr.write(f"e2e: {failed} of {total} sends failed\n")
             total -= failed
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(done.wait(), timeout=10)
-        if cpu is not None:
-            elapsed = time.monotonic() - start
-            cpu["broker"] = (cpu_seconds(pid) - cpu_start[0]) / elapsed
-            cpu["client"] = (time.process_time() - cpu_start[1]) / elapsed
-        done.set()
-        await asyncio.gather(*consumers, return_exceptions=True)
+        sending_cpu = time.process_time() - cpu_start[1]
+        receipts = await asyncio.to_thread(consumers.finish, total, 10)
+    latencies = receipts.latencies
+    if cpu is not None:
+        elapsed = time.monotonic() - start
+        cpu["broker"] = (cpu_seconds(pid) - cpu_start[0]) / elapsed
+        cpu["client"] = sending_cpu / elapsed
+        cpu["consumers"] = receipts.cpu_s / elapsed
+    shapes = receipts.shapes
     if receives is not None and shapes:
         receives["batch"] = sum(n for n, _, _ in shapes) / len(shapes)
         receives["first_ms"] = statistics.median(f for _, f, _ in shapes)
@@ -596,6 +568,7 @@ async def run(quick: bool) -> dict[str, Any]:
         process(bare_argv, port) as bare,
         process(relay_argv, relay_port) as relay,
         our_broker("async", metrics_port) as (target, pid),
+        ConsumerProcess() as consumers,
     ):
         bare_target = f"127.0.0.1:{port}"
         results |= await cpu_per_call_figures(bare_target, bare.pid, "grpc_ceiling_")
@@ -630,7 +603,7 @@ async def run(quick: bool) -> dict[str, Any]:
         pair = [("", target), ("grpc_ceiling_", relay_target)]
         for round_ in range(ROUNDS):
             for prefix, where in pair if round_ % 2 == 0 else pair[::-1]:
-                p99_ms, send_p99_ms = await e2e_latency(where, rate=300, seconds=1 if quick else 4)
+                p99_ms, send_p99_ms = await e2e_latency(where, consumers, rate=300, seconds=1 if quick else 4)
                 low[prefix].append(p99_ms)
                 if where == target:
                     low["send"].append(send_p99_ms)
@@ -644,7 +617,12 @@ async def run(quick: bool) -> dict[str, Any]:
         for round_ in range(ROUNDS):
             for in_flight in (1, 64) if round_ % 2 == 0 else (64, 1):
                 p99_ms, _ = await e2e_latency(
-                    target, rate=2500, seconds=1 if quick else 4, batch_delay_ms=1.0, max_in_flight=in_flight
+                    target,
+                    consumers,
+                    rate=2500,
+                    seconds=1 if quick else 4,
+                    batch_delay_ms=1.0,
+                    max_in_flight=in_flight,
                 )
                 bounded[in_flight].append(p99_ms)
         for in_flight, values in bounded.items():
@@ -654,6 +632,7 @@ async def run(quick: bool) -> dict[str, Any]:
         shape: dict[str, float] = {}
         high, high_send = await e2e_latency(
             target,
+            consumers,
             rate=5000,
             seconds=2 if quick else 10,
             batch_delay_ms=1.0,
@@ -666,6 +645,7 @@ async def run(quick: bool) -> dict[str, Any]:
         results["e2e_send_p99_ms"] = high_send
         results["e2e_p99_ms_first_fifth"], results["e2e_p99_ms_last_fifth"] = drift["first"], drift["last"]
         results["e2e_broker_cpu"], results["e2e_client_cpu"] = cpu["broker"], cpu["client"]
+        results["e2e_consumers_cpu"] = cpu["consumers"]
         for key, value in shape.items():
             results[f"e2e_receive_{key}"] = value
         # The same run through the relay, which keeps nothing but the messages in memory: the
@@ -673,6 +653,7 @@ async def run(quick: bool) -> dict[str, Any]:
         relay_cpu: dict[str, float] = {}
         results["grpc_ceiling_e2e_p99_ms"], results["grpc_ceiling_e2e_send_p99_ms"] = await e2e_latency(
             relay_target,
+            consumers,
             rate=5000,
             seconds=2 if quick else 10,
             batch_delay_ms=1.0,
@@ -681,8 +662,9 @@ async def run(quick: bool) -> dict[str, Any]:
         )
         results["grpc_ceiling_e2e_server_cpu"] = relay_cpu["broker"]
         results["grpc_ceiling_e2e_client_cpu"] = relay_cpu["client"]
+        results["grpc_ceiling_e2e_consumers_cpu"] = relay_cpu["consumers"]
         # (1 s with --quick: its backlog drains for several seconds more on a slow machine)
-        single, single_send = await e2e_latency(target, rate=5000, seconds=1 if quick else 10)
+        single, single_send = await e2e_latency(target, consumers, rate=5000, seconds=1 if quick else 10)
         results["e2e_single_p99_ms"] = single
         results["e2e_single_send_p99_ms"] = single_send
         results |= broker_metric_figures(metrics_port)
