@@ -16,9 +16,9 @@ Figures (``--json PATH`` writes them):
 - e2e_p99_ms                     send -> receipt by a waiting consumer, paced at 5,000 msgs/s, sent
                                  through the SDK's batching producer (BatchingOptions, 1 ms delay);
                                  in every e2e run this process only sends, and the consumers
-                                 (E2E_CONSUMERS threads, receives of 32, an ack per receive) run in
-                                 a process of their own on gRPC's blocking API
-                                 (bench/e2e_consumer.py)
+                                 (``--e2e-consumers`` threads, E2E_CONSUMERS unless told; receives
+                                 of 32, an ack per receive) run in a process of their own on gRPC's
+                                 blocking API (bench/e2e_consumer.py)
 - e2e_single_p99_ms              the same with one SendMessage per message (more calls per second
                                  than one Python gRPC client makes on 2 cores: the send queue grows)
 - e2e_p99_ms_at_300_msgs_per_s   single sends paced at 300 msgs/s (below the single-send ceiling),
@@ -76,7 +76,8 @@ Figures (``--json PATH`` writes them):
 asyncio`` measures the standard library's loop, for the side-by-side comparison in
 docs/benchmarks.md. This client (ours and the peers' clients alike) always runs on asyncio's loop.
 
-Run: ``uv run python bench/broker_bench.py [--quick] [--json PATH] [--loop uvloop|asyncio]``.
+Run: ``uv run python bench/broker_bench.py [--quick] [--json PATH] [--loop uvloop|asyncio]
+[--e2e-consumers N]``.
 """
 
 from __future__ import annotations
@@ -415,7 +416,6 @@ async def e2e_latency(
     drift: dict[str, float] | None = None,
     receives: dict[str, float] | None = None,
     max_in_flight: int = 1,
-    consumer_threads: int = E2E_CONSUMERS,
 ) -> tuple[float, float]:
     """p99 of send -> receipt in ms, with consumers long-polling while a paced producer sends; and
     p99 of send -> SendMessage answer (when the two are close, the sends queue, not the delivery).
@@ -444,7 +444,7 @@ async def e2e_latency(
                     group=pb.Resource(name=GROUP + "-e2e"), message_queue=mq, offset=end.offset
                 )
             )
-        await asyncio.to_thread(consumers.begin, target, GROUP + "-e2e", TOPIC, consumer_threads)
+        await asyncio.to_thread(consumers.begin, target, GROUP + "-e2e", TOPIC)
         producer = None
         if batch_delay_ms is not None:
             options = BatchingOptions(
@@ -554,7 +554,7 @@ async def run_calls_only() -> dict[str, Any]:
     return results
 
 
-async def run(quick: bool) -> dict[str, Any]:
+async def run(quick: bool, e2e_consumers: int = E2E_CONSUMERS) -> dict[str, Any]:
     n_batched = 30_000 if quick else 200_000
     n_single = 5_000 if quick else 40_000
     results: dict[str, Any] = {}
@@ -568,7 +568,7 @@ async def run(quick: bool) -> dict[str, Any]:
         process(bare_argv, port) as bare,
         process(relay_argv, relay_port) as relay,
         our_broker("async", metrics_port) as (target, pid),
-        ConsumerProcess() as consumers,
+        ConsumerProcess(e2e_consumers) as consumers,
     ):
         bare_target = f"127.0.0.1:{port}"
         results |= await cpu_per_call_figures(bare_target, bare.pid, "grpc_ceiling_")
@@ -723,11 +723,21 @@ def main() -> None:
     parser.add_argument(
         "--loop", choices=("uvloop", "asyncio"), default="uvloop", help="the servers' event loop"
     )
+    parser.add_argument(
+        "--e2e-consumers",
+        type=int,
+        default=E2E_CONSUMERS,
+        help=f"receives the e2e runs keep in flight (default {E2E_CONSUMERS})",
+    )
     args = parser.parse_args()
+    if args.e2e_consumers < 1:
+        parser.error("--e2e-consumers must be 1 or more")
     # the broker reads it as its setting; the bare server follows the broker
     os.environ["MQ_BROKER_EVENT_LOOP"] = args.loop
-    results = asyncio.run(run_calls_only() if args.calls_only else run(args.quick))
+    results = asyncio.run(run_calls_only() if args.calls_only else run(args.quick, args.e2e_consumers))
     results["event_loop"] = args.loop
+    if not args.calls_only:
+        results["e2e_consumers"] = args.e2e_consumers
     text = json.dumps(results, indent=2, default=float)
     sys.stdout.write(text + "\n")
     if args.json:

@@ -178,9 +178,11 @@ def serve(commands: IO[str], answers: IO[str]) -> None:
 
 
 class ConsumerProcess:
-    """The consumer process, started on entry and ended on exit; one run at a time."""
+    """The consumer process, started on entry and ended on exit; one run at a time, with
+    ``threads`` receives in flight unless :meth:`begin` says otherwise."""
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int = 4) -> None:
+        self.threads = threads
         self._proc: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> ConsumerProcess:
@@ -223,8 +225,11 @@ class ConsumerProcess:
             raise RuntimeError(f"consumer process: {answer['error']}")
         return answer
 
-    def begin(self, target: str, group: str, topic: str, threads: int = 4, poll_ms: int = 500) -> None:
+    def begin(
+        self, target: str, group: str, topic: str, threads: int | None = None, poll_ms: int = 500
+    ) -> None:
         """Start ``threads`` consumers of ``group`` on ``topic``; returns once they are running."""
+        threads = self.threads if threads is None else threads
         self._send(
             {
                 "cmd": "begin",
