@@ -38,7 +38,7 @@ Figures (``--json PATH`` writes them):
                                  from its first message to its last (each streamed message is one
                                  completion on each side of the call)
 - grpc_ceiling_e2e_p99_ms(_at_300_msgs_per_s) / _e2e_send_p99_ms / _e2e_server_cpu / _e2e_client_cpu
-  / _e2e_consumers_cpu
+  / _e2e_consumers_cpu / _e2e_p99_ms_first_fifth / _last_fifth / _e2e_receive_batch / ...
                                  the e2e_p99_ms run (and the 300 msgs/s one) through the bare server
                                  in relay mode (``--relay``: messages kept in memory, handed to the
                                  next receives): the floor the framework and this client set on this
@@ -627,42 +627,34 @@ async def run(quick: bool, e2e_consumers: int = E2E_CONSUMERS) -> dict[str, Any]
                 bounded[in_flight].append(p99_ms)
         for in_flight, values in bounded.items():
             results[f"e2e_p99_ms_at_2500_in_flight_{in_flight}"] = statistics.median(values)
-        cpu: dict[str, float] = {}
-        drift: dict[str, float] = {}
-        shape: dict[str, float] = {}
-        high, high_send = await e2e_latency(
-            target,
-            consumers,
-            rate=5000,
-            seconds=2 if quick else 10,
-            batch_delay_ms=1.0,
-            cpu=cpu,
-            pid=pid,
-            drift=drift,
-            receives=shape,
-        )
-        results["e2e_p99_ms"] = high
-        results["e2e_send_p99_ms"] = high_send
-        results["e2e_p99_ms_first_fifth"], results["e2e_p99_ms_last_fifth"] = drift["first"], drift["last"]
-        results["e2e_broker_cpu"], results["e2e_client_cpu"] = cpu["broker"], cpu["client"]
-        results["e2e_consumers_cpu"] = cpu["consumers"]
-        for key, value in shape.items():
-            results[f"e2e_receive_{key}"] = value
-        # The same run through the relay, which keeps nothing but the messages in memory: the
-        # latency the framework and this client allow on this machine, with no broker work at all.
-        relay_cpu: dict[str, float] = {}
-        results["grpc_ceiling_e2e_p99_ms"], results["grpc_ceiling_e2e_send_p99_ms"] = await e2e_latency(
-            relay_target,
-            consumers,
-            rate=5000,
-            seconds=2 if quick else 10,
-            batch_delay_ms=1.0,
-            cpu=relay_cpu,
-            pid=relay.pid,
-        )
-        results["grpc_ceiling_e2e_server_cpu"] = relay_cpu["broker"]
-        results["grpc_ceiling_e2e_client_cpu"] = relay_cpu["client"]
-        results["grpc_ceiling_e2e_consumers_cpu"] = relay_cpu["consumers"]
+        # The target rate through our broker, then through the relay, which keeps nothing but the
+        # messages in memory: the latency the framework and these clients allow on this machine.
+        for prefix, where, server_pid, server in (
+            ("", target, pid, "broker"),
+            ("grpc_ceiling_", relay_target, relay.pid, "server"),
+        ):
+            cpu: dict[str, float] = {}
+            drift: dict[str, float] = {}
+            shape: dict[str, float] = {}
+            high, high_send = await e2e_latency(
+                where,
+                consumers,
+                rate=5000,
+                seconds=2 if quick else 10,
+                batch_delay_ms=1.0,
+                cpu=cpu,
+                pid=server_pid,
+                drift=drift,
+                receives=shape,
+            )
+            results[f"{prefix}e2e_p99_ms"], results[f"{prefix}e2e_send_p99_ms"] = high, high_send
+            results[f"{prefix}e2e_p99_ms_first_fifth"] = drift["first"]
+            results[f"{prefix}e2e_p99_ms_last_fifth"] = drift["last"]
+            results[f"{prefix}e2e_{server}_cpu"] = cpu["broker"]
+            results[f"{prefix}e2e_client_cpu"] = cpu["client"]
+            results[f"{prefix}e2e_consumers_cpu"] = cpu["consumers"]
+            for key, value in shape.items():
+                results[f"{prefix}e2e_receive_{key}"] = value
         # (1 s with --quick: its backlog drains for several seconds more on a slow machine)
         single, single_send = await e2e_latency(target, consumers, rate=5000, seconds=1 if quick else 10)
         results["e2e_single_p99_ms"] = single
