@@ -74,7 +74,8 @@ Figures (``--json PATH`` writes them):
 ``--loop`` names the servers' event loop (``uvloop`` unless told): the broker's
 (``MQ_BROKER_EVENT_LOOP``) and the bare server's, so the ceiling is the same stack; ``--loop
 asyncio`` measures the standard library's loop, for the side-by-side comparison in
-docs/benchmarks.md. This client (ours and the peers' clients alike) always runs on asyncio's loop.
+docs/benchmarks.md. This client (ours and the peers' clients alike) always runs on asyncio's loop;
+the e2e runs' consumers use gRPC's blocking API in a process of their own.
 
 Run: ``uv run python bench/broker_bench.py [--quick] [--json PATH] [--loop uvloop|asyncio]
 [--e2e-consumers N]``.

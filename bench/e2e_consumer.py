@@ -1,7 +1,7 @@
 """The waiting consumers of broker_bench's end-to-end runs, in a process of their own.
 
 The e2e runs used to park their consumers in the producer's process, on its asyncio loop, and at
-5,000 msgs/s that process needed more than the core it had (``e2e_client_cpu`` 0.84-0.99 on the
+5,000 msgs/s that process needed more than the core it had (``e2e_client_cpu`` 0.84-1.07 on the
 2-core VMs): messages waited in the client's own queue, and the p99 measured that queue, for the
 broker and for the bare relay alike. Here the consumers are threads of another process, on gRPC's
 blocking API with ``SingleThreadedUnaryStream`` (a receive's responses are read on the thread
