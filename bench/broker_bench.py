@@ -131,9 +131,9 @@ TOPIC = "bench"
 GROUP = "bench-group"
 QUEUES = 8
 PACED_RATES = (1000, 3000)  # single-message SendMessage calls per second, for the CPU per call
-# Receives the e2e runs keep in flight (threads of the consumer process). A receive of 32 took
-# 16-20 ms here from its call to its first message (the broker streams each message as its own
-# send), so 4 in flight delivered too little for 5,000 msgs/s and every receive came back full.
+# Receives the e2e runs keep in flight (threads of the consumer process). With 4, a receive took
+# 9-20 ms here from its call to its first message (the broker streams each message as its own
+# send), too slow a cycle for 5,000 msgs/s: the receives came back nearly full, the consumers behind.
 E2E_CONSUMERS = 8
 ROUNDS = 3  # alternating rounds of the produce rates compared with the bare server (medians kept)
 
