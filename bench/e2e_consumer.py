@@ -162,6 +162,9 @@ def serve(commands: IO[str], answers: IO[str]) -> None:
     for line in commands:
         command = json.loads(line)
         if command["cmd"] == "begin":
+            if run is not None:
+                answer({"error": "begin while a run is on: finish it first"})
+                continue
             run = _Run(command)
             answer({"ready": True})
         elif command["cmd"] == "finish":
@@ -199,20 +202,20 @@ class ConsumerProcess:
         proc = self._proc
         if proc is None:
             return
-        self._proc = None
         try:
-            self._send({"cmd": "exit"}, proc)
+            self._send({"cmd": "exit"})
             proc.wait(10)
         except (OSError, subprocess.TimeoutExpired):
             proc.kill()
             proc.wait()
+        finally:
+            self._proc = None
 
-    def _send(self, command: dict[str, Any], proc: subprocess.Popen[str] | None = None) -> None:
-        proc = proc or self._proc
-        if proc is None or proc.stdin is None:
+    def _send(self, command: dict[str, Any]) -> None:
+        if self._proc is None or self._proc.stdin is None:
             raise RuntimeError("the consumer process is not running")
-        proc.stdin.write(json.dumps(command) + "\n")
-        proc.stdin.flush()
+        self._proc.stdin.write(json.dumps(command) + "\n")
+        self._proc.stdin.flush()
 
     def _answer(self) -> dict[str, Any]:
         if self._proc is None or self._proc.stdout is None:

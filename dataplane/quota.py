@@ -271,12 +271,12 @@ class QuotaEnforcer:
         """
         if not namespace:
             return
-        per_topic = {topic: v for (_, topic), v in produce.items()}
         quotas = self.security.quotas
         base = quotas.get((namespace, "", ""))
-        overrides = [(t, quotas[(namespace, t, "")]) for t in per_topic if (namespace, t, "") in quotas]
-        if base is None and not overrides:
+        overrides = [(t, quotas[(namespace, t, "")]) for _, t in produce if (namespace, t, "") in quotas]
+        if base is None and not overrides:  # the usual call: nothing more to build
             return
+        per_topic = {topic: v for (_, topic), v in produce.items()}
         now = self._clock()
         takes: list[tuple[TokenBucket, float, str]] = []
 

@@ -48,6 +48,9 @@ async def test_parked_consumers_in_their_own_process_time_every_message_once() -
             with pytest.raises(RuntimeError, match="finish without begin"):
                 consumers.finish(1, 0.1)
             await asyncio.to_thread(consumers.begin, target, "g", "t", 1, 100)
+            # as is a second begin while a run is on; the run goes on and finishes as usual
+            with pytest.raises(RuntimeError, match="begin while a run is on"):
+                consumers.begin(target, "g", "t", 1, 100)
             assert (await asyncio.to_thread(consumers.finish, 0, 1)).latencies == []
     finally:
         await producer.shutdown()
