@@ -10,8 +10,10 @@ unexport PYTHONDONTWRITEBYTECODE
 DATA_DIR ?= .data
 CLUSTER_DIR ?= .cluster
 PYTEST_ARGS ?=
-# pytest-xdist workers for make test / test-fast (2 = this machine's cores; 0 runs in one process)
-TEST_WORKERS ?= 2
+# pytest-xdist workers for make test / test-fast (0 runs in one process). One more than this machine's
+# 2 cores: most tests wait on processes and sockets, and a third worker fills those waits (make test
+# took 21.5 min with 3, 24.7 min with 2, back to back on the same VM; docs/development.md).
+TEST_WORKERS ?= 3
 SOAK_DURATION ?= 30m
 # make bench: each harness's short mode by default (BENCH_FLAGS= for the full runs); BENCH=a,b for some
 BENCH_FLAGS ?= --quick

@@ -113,7 +113,7 @@ def reader_racing(read: Callable[[], object]) -> Iterator[Race]:
         sys.setswitchinterval(interval)
 
 
-# Under pytest-xdist (``make test`` runs two workers) execnet sets COLUMNS=80 and LINES=24 in each
+# Under pytest-xdist (``make test`` runs three workers) execnet sets COLUMNS=80 and LINES=24 in each
 # worker; a plain run has neither, and tables printed by the CLI (and by the processes tests start)
 # would fold differently. Take them back out so both runs see the same environment.
 if os.environ.get("PYTEST_XDIST_WORKER"):
