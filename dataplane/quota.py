@@ -273,10 +273,14 @@ class QuotaEnforcer:
             return
         quotas = self.security.quotas
         base = quotas.get((namespace, "", ""))
-        overrides = [(t, quotas[(namespace, t, "")]) for _, t in produce if (namespace, t, "") in quotas]
-        if base is None and not overrides:  # the usual call: nothing more to build
-            return
-        per_topic = {topic: v for (_, topic), v in produce.items()}
+        if base is None and not any((namespace, t, "") in quotas for _, t in produce):
+            return  # the usual call: nothing more to build
+        # One entry per topic: a request may name one topic both qualified and by its namespace.
+        per_topic: dict[str, tuple[int, int, int]] = {}
+        for (_, topic), (msgs, size, largest) in produce.items():
+            had_msgs, had_size, had_largest = per_topic.get(topic, (0, 0, 0))
+            per_topic[topic] = (had_msgs + msgs, had_size + size, max(had_largest, largest))
+        overrides = [(t, quotas[(namespace, t, "")]) for t in per_topic if (namespace, t, "") in quotas]
         now = self._clock()
         takes: list[tuple[TokenBucket, float, str]] = []
 

@@ -158,7 +158,7 @@ def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
 
     pytest-xdist's worker appends ``@group`` to each grouped test's id and its scheduler keeps a
     group on one worker by that suffix alone; a pytest or xdist release that breaks the rename
-    (pytest 9.2 with xdist 3.8 did) spreads a group's tests, and its session fixture, over both
+    (pytest 9.2 with xdist 3.8 did) spreads a group's tests, and its session fixture, over the
     workers. Called in the controller with each worker's collected ids.
     """
     if node.config.getoption("dist") != "loadgroup":

@@ -13,7 +13,7 @@ from dataplane.auth import Authenticator, Unauthorized
 from dataplane.auth.acl import Access, evaluate
 from dataplane.auth.signature import SignatureError, parse_authorization, verify_signature
 from dataplane.metering import UsageMeter, requests_4k
-from dataplane.quota import TokenBucket
+from dataplane.quota import QuotaEnforcer, TokenBucket, TooManyRequests
 from dataplane.security_store import (
     AccessKeyConfig,
     AclAction,
@@ -21,6 +21,7 @@ from dataplane.security_store import (
     AclDecision,
     AclPatternType,
     AclResourceType,
+    QuotaConfig,
     SecurityStore,
 )
 
@@ -178,3 +179,16 @@ def test_usage_meter_rewrites_a_minute_cumulatively_after_a_restart(tmp_path: Pa
     assert latest["minute"] == "2023-11-14T22:13:00Z"
     assert first[0].parent.as_posix().endswith("usage/date=2023-11-14/hour=22")
     assert requests_4k(0) == 1 and requests_4k(4096) == 1 and requests_4k(4097) == 2
+
+
+def test_a_topic_named_two_ways_in_one_request_is_charged_once_for_all_its_messages(tmp_path: Path) -> None:
+    # given: a topic limited to 10 messages a second, and a clock that stands still (no refill)
+    store = SecurityStore(tmp_path)
+    store.put_quota(QuotaConfig("acme", topic="acme%orders", limits={"produce_messages_per_s": 10}))
+    quotas = QuotaEnforcer(store, clock=lambda: 0.0)
+    # when: one request names it qualified (3 messages) and by its namespace (5 messages)
+    quotas.admit_produce("acme", {("", "acme%orders"): (3, 300, 100), ("acme", "acme%orders"): (5, 500, 100)})
+    # then: 8 were taken, so 2 more fit and a third does not
+    quotas.admit_produce("acme", {("acme", "acme%orders"): (2, 200, 100)})
+    with pytest.raises(TooManyRequests, match="produce_messages_per_s 10"):
+        quotas.admit_produce("acme", {("acme", "acme%orders"): (1, 100, 100)})
