@@ -6,7 +6,8 @@ Figures (``--json PATH`` writes them):
 - produce_batched_msgs_per_s     our broker, 64 messages per SendMessage, ASYNC_FLUSH
 - produce_sync_flush_msgs_per_s  the same with SYNC_FLUSH (group commit)
 - produce_single_msgs_per_s      one message per request, 16 in flight (as the official clients send)
-- consume_msgs_per_s             ReceiveMessage batches of 32, then one AckMessage per batch
+- consume_msgs_per_s             ReceiveMessage batches of 32, then one AckMessage per batch, 4 loops
+                                 at a time on gRPC's blocking API (threads of this process)
 - consume_in_flight_msgs_per_s   the same for another group that holds ``consume_in_flight_held``
                                  messages received and not acked (20,000; 100,000 without --quick);
                                  ``consume_in_flight_vs_idle`` is its ratio to consume_msgs_per_s
@@ -74,11 +75,13 @@ Figures (``--json PATH`` writes them):
 ``--loop`` names the servers' event loop (``uvloop`` unless told): the broker's
 (``MQ_BROKER_EVENT_LOOP``) and the bare server's, so the ceiling is the same stack; ``--loop
 asyncio`` measures the standard library's loop, for the side-by-side comparison in
-docs/benchmarks.md. This client (ours and the peers' clients alike) always runs on asyncio's loop;
-the e2e runs' consumers use gRPC's blocking API in a process of their own.
+docs/benchmarks.md. This client (ours and the peers' clients alike) runs on asyncio's loop, but for
+the consume loops (against ours and the bare server alike), which use gRPC's blocking API in
+threads, and the e2e runs' consumers, which use it in a process of their own: grpc.aio's client
+costs about half again as much CPU per received message.
 
 Run: ``uv run python bench/broker_bench.py [--quick] [--json PATH] [--loop uvloop|asyncio]
-[--e2e-consumers N]``.
+[--e2e-consumers N] [--consume-client blocking|aio]``.
 """
 
 from __future__ import annotations
@@ -96,12 +99,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import grpc
+import grpc.experimental
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -135,6 +140,8 @@ PACED_RATES = (1000, 3000)  # single-message SendMessage calls per second, for t
 # 9-20 ms here from its call to its first message (the broker streams each message as its own
 # send), too slow a cycle for 5,000 msgs/s: the receives came back nearly full, the consumers behind.
 E2E_CONSUMERS = 8
+# The consume loops' client: "blocking" (gRPC's blocking API, threads) or "aio" (``--consume-client``).
+CONSUME_CLIENT = "blocking"
 ROUNDS = 3  # alternating rounds of the produce rates compared with the bare server (medians kept)
 
 
@@ -285,23 +292,69 @@ async def receive(s: Any, request: svc.ReceiveMessageRequest, deadline_s: float 
     ]
 
 
-async def ack(s: Any, group: str, topic: str, received: list[pb.Message], deadline_s: float = 10) -> None:
-    """Ack ``received`` in one call; raise when the broker refuses."""
+def ack_request(group: str, topic: str, received: list[pb.Message]) -> svc.AckMessageRequest:
+    """One AckMessage for every message of ``received``."""
     entries = [
         svc.AckMessageEntry(
             message_id=m.system_properties.message_id, receipt_handle=m.system_properties.receipt_handle
         )
         for m in received
     ]
-    response = await s.AckMessage(
-        svc.AckMessageRequest(group=pb.Resource(name=group), topic=pb.Resource(name=topic), entries=entries),
-        timeout=deadline_s,
-    )
+    group_resource, topic_resource = pb.Resource(name=group), pb.Resource(name=topic)
+    return svc.AckMessageRequest(group=group_resource, topic=topic_resource, entries=entries)
+
+
+async def ack(s: Any, group: str, topic: str, received: list[pb.Message], deadline_s: float = 10) -> None:
+    """Ack ``received`` in one call; raise when the broker refuses."""
+    response = await s.AckMessage(ack_request(group, topic, received), timeout=deadline_s)
     if response.status.code not in (pb.Code.OK, pb.Code.MULTIPLE_RESULTS):
         raise RuntimeError(f"ack on {topic} failed: {response.status}")
 
 
-async def consume(target: str, count: int, batch: int = 32, in_flight: int = 4, group: str = GROUP) -> float:
+def _blocking_consume(target: str, count: int, batch: int, in_flight: int, group: str) -> float:
+    """The consume loop on gRPC's blocking API: ``in_flight`` threads, each receiving ``batch`` and
+    acking them in one call until ``count`` messages went through; msgs/s."""
+    options = [(grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1)]
+    lock = threading.Lock()
+    received = 0
+    failure: list[BaseException] = []
+    with grpc.insecure_channel(target, options=options) as channel:
+        s = svc_grpc.MessagingServiceStub(channel)
+        request = receive_request(group, TOPIC, batch, 60)
+
+        def worker() -> None:
+            nonlocal received
+            try:
+                while received < count and not failure:
+                    got = [
+                        frame.message
+                        for frame in s.ReceiveMessage(request, timeout=10)
+                        if frame.WhichOneof("content") == "message"
+                    ]
+                    if not got:
+                        return
+                    response = s.AckMessage(ack_request(group, TOPIC, got), timeout=10)
+                    if response.status.code not in (pb.Code.OK, pb.Code.MULTIPLE_RESULTS):
+                        raise RuntimeError(f"ack on {TOPIC} failed: {response.status}")
+                    with lock:
+                        received += len(got)
+            except BaseException as exc:  # noqa: BLE001 - raised again by the caller
+                failure.append(exc)
+
+        threads = [threading.Thread(target=worker, daemon=True) for _ in range(in_flight)]
+        started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        seconds = time.perf_counter() - started
+    if failure:
+        raise failure[0]
+    return received / seconds
+
+
+async def _aio_consume(target: str, count: int, batch: int, in_flight: int, group: str) -> float:
+    """The same loops on grpc.aio, as tasks of this process's event loop (``--consume-client aio``)."""
     async with stub(target) as s:
         received = 0
 
@@ -317,6 +370,17 @@ async def consume(target: str, count: int, batch: int = 32, in_flight: int = 4, 
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(in_flight)))
         return received / (time.perf_counter() - started)
+
+
+async def consume(target: str, count: int, batch: int = 32, in_flight: int = 4, group: str = GROUP) -> float:
+    """msgs/s of ``in_flight`` receive-then-ack loops, on the client :data:`CONSUME_CLIENT` names.
+    By default gRPC's blocking API with ``SingleThreadedUnaryStream`` (:func:`_blocking_consume`), as
+    the e2e consumers use: grpc.aio's client spent 55-65 us of CPU per received message here and
+    saturated its core before the bare server did (the bare server then consumed 0.89x NATS's rate);
+    the blocking one spends 30-45 (docs/benchmarks.md, "The consume loops on gRPC's blocking API")."""
+    if CONSUME_CLIENT == "aio":
+        return await _aio_consume(target, count, batch, in_flight, group)
+    return await asyncio.to_thread(_blocking_consume, target, count, batch, in_flight, group)
 
 
 async def consume_figures(target: str, pid: int, count: int, prefix: str) -> dict[str, float]:
@@ -709,6 +773,7 @@ async def run(quick: bool, e2e_consumers: int = E2E_CONSUMERS) -> dict[str, Any]
 
 
 def main() -> None:
+    global CONSUME_CLIENT
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller runs, within 120 s")
     parser.add_argument("--json", type=Path, help="write the figures here")
@@ -722,15 +787,23 @@ def main() -> None:
         default=E2E_CONSUMERS,
         help=f"receives the e2e runs keep in flight (default {E2E_CONSUMERS})",
     )
+    parser.add_argument(
+        "--consume-client",
+        choices=("blocking", "aio"),
+        default=CONSUME_CLIENT,
+        help="the consume loops' gRPC client (default blocking: threads on the blocking API)",
+    )
     args = parser.parse_args()
     if args.e2e_consumers < 1:
         parser.error("--e2e-consumers must be 1 or more")
     # the broker reads it as its setting; the bare server follows the broker
     os.environ["MQ_BROKER_EVENT_LOOP"] = args.loop
+    CONSUME_CLIENT = args.consume_client
     results = asyncio.run(run_calls_only() if args.calls_only else run(args.quick, args.e2e_consumers))
     results["event_loop"] = args.loop
     if not args.calls_only:
         results["e2e_consumers"] = args.e2e_consumers
+        results["consume_client"] = args.consume_client
     text = json.dumps(results, indent=2, default=float)
     sys.stdout.write(text + "\n")
     if args.json:
