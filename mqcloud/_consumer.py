@@ -14,7 +14,7 @@ from mqcloud.config import ClientConfig, endpoints_key
 from mqcloud.errors import check_status
 from mqcloud.message import FilterExpression, MessageView
 
-__all__ = ("ConsumerBase",)
+__all__ = ("ConsumerBase", "MessageViews", "ack_entry", "changed")
 
 log = logging.getLogger("mqcloud.consumer")
 
@@ -49,7 +49,7 @@ class ConsumerBase(BaseClient):
             ],
         )
 
-    async def _receive(
+    def _receive_request(
         self,
         queue: pb.MessageQueue,
         filter_expression: FilterExpression,
@@ -59,8 +59,8 @@ class ConsumerBase(BaseClient):
         *,
         auto_renew: bool = False,
         attempt_id: str | None = None,
-    ) -> list[MessageView]:
-        endpoint = _ep(queue)
+    ) -> tuple[svc.ReceiveMessageRequest, float]:
+        """A ReceiveMessage request, and the seconds its whole stream may take."""
         req = svc.ReceiveMessageRequest(
             group=self._group(),
             message_queue=queue,
@@ -72,15 +72,17 @@ class ConsumerBase(BaseClient):
         )
         if attempt_id is not None:
             req.attempt_id = attempt_id
-        out: list[MessageView] = []
-        timeout = self.config.request_timeout + long_polling
-        async for resp in self.rpc.server_stream(endpoint, "ReceiveMessage", req, timeout):
-            which = resp.WhichOneof("content")
-            if which == "status":
-                check_status(resp.status)
-            elif which == "message":
-                out.append(MessageView.from_pb(resp.message, endpoint))
-        return out
+        return req, self.config.request_timeout + long_polling
+
+    async def _receive(
+        self, queue: pb.MessageQueue, request: tuple[svc.ReceiveMessageRequest, float]
+    ) -> list[MessageView]:
+        """The messages of one receive from ``queue`` (``request``: from :meth:`_receive_request`)."""
+        req, timeout = request
+        views = MessageViews(_ep(queue))
+        async for resp in self.rpc.server_stream(views.endpoint, "ReceiveMessage", req, timeout):
+            views.take(resp)
+        return views.messages
 
     async def ack(self, message: MessageView) -> None:
         """Acknowledge: the message is consumed and will not be delivered to this group again.
@@ -89,8 +91,8 @@ class ConsumerBase(BaseClient):
         AckMessage call (``mqcloud.ack_batching``); each still fails or succeeds on its own."""
         if self._acks is None:
             self._acks = AckCoalescer(self._ack_call)
-        entry = svc.AckMessageEntry(message_id=message.message_id, receipt_handle=message.receipt_handle)
-        await self._acks.ack(message.endpoint, self._group(), self.resource(message.topic), entry)
+        topic = self.resource(message.topic)
+        await self._acks.ack(message.endpoint, self._group(), topic, ack_entry(message))
 
     async def _ack_call(self, endpoint: str, request: svc.AckMessageRequest) -> Any:
         return await self.rpc.unary(endpoint, "AckMessage", request)
@@ -100,19 +102,47 @@ class ConsumerBase(BaseClient):
             await self._acks.close()
         await super().shutdown()
 
-    async def change_invisible_duration(self, message: MessageView, seconds: float) -> None:
-        """Make the message visible again after ``seconds`` (0 = soon); updates its receipt handle."""
-        req = svc.ChangeInvisibleDurationRequest(
+    def _change_invisible_request(
+        self, message: MessageView, seconds: float
+    ) -> svc.ChangeInvisibleDurationRequest:
+        return svc.ChangeInvisibleDurationRequest(
             group=self._group(),
             topic=self.resource(message.topic),
             receipt_handle=message.receipt_handle,
             invisible_duration=duration(seconds),
             message_id=message.message_id,
         )
-        resp = await self.rpc.unary(message.endpoint, "ChangeInvisibleDuration", req)
-        check_status(resp.status)
-        if resp.receipt_handle:
-            message.receipt_handle = resp.receipt_handle
+
+    async def change_invisible_duration(self, message: MessageView, seconds: float) -> None:
+        """Make the message visible again after ``seconds`` (0 = soon); updates its receipt handle."""
+        req = self._change_invisible_request(message, seconds)
+        changed(message, await self.rpc.unary(message.endpoint, "ChangeInvisibleDuration", req))
+
+
+class MessageViews:
+    """The messages of one ReceiveMessage stream, taken response by response (its status checked)."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+        self.messages: list[MessageView] = []
+
+    def take(self, resp: svc.ReceiveMessageResponse) -> None:
+        which = resp.WhichOneof("content")
+        if which == "status":
+            check_status(resp.status)
+        elif which == "message":
+            self.messages.append(MessageView.from_pb(resp.message, self.endpoint))
+
+
+def ack_entry(message: MessageView) -> svc.AckMessageEntry:
+    return svc.AckMessageEntry(message_id=message.message_id, receipt_handle=message.receipt_handle)
+
+
+def changed(message: MessageView, resp: svc.ChangeInvisibleDurationResponse) -> None:
+    """Check a ChangeInvisibleDuration answer and give ``message`` its new receipt handle."""
+    check_status(resp.status)
+    if resp.receipt_handle:
+        message.receipt_handle = resp.receipt_handle
 
 
 def _ep(queue: pb.MessageQueue) -> str:

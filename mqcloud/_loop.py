@@ -8,6 +8,8 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, Generic, Protocol, Self, TypeVar
 
+from mqcloud._blocking_rpc import BlockingRpc
+from mqcloud.config import ClientConfig
 from mqcloud.errors import IllegalStateError
 
 __all__ = ("BlockingClient", "LoopThread")
@@ -52,6 +54,9 @@ class LoopThread:
 
 
 class _AsyncClient(Protocol):
+    config: ClientConfig
+    client_id: str
+
     async def start(self) -> Any: ...
 
     async def shutdown(self) -> None: ...
@@ -65,12 +70,15 @@ class BlockingClient(Generic[CoreT]):
 
     Subclasses either build their core in ``__init__`` or, when its asyncio primitives must bind to
     the loop, leave ``_core`` None and override ``_create_core`` (called on the loop by ``start``).
+    Their hot calls may skip the loop: :meth:`_direct` gives channels on gRPC's blocking API, for
+    calls made on the caller's own thread (:mod:`mqcloud._blocking_rpc`).
     """
 
     _thread_name = "mqcloud-client"
     _shutdown_timeout = 10.0
     _core: CoreT | None = None
     _loop: LoopThread | None = None
+    _calls: BlockingRpc | None = None
 
     async def _create_core(self) -> CoreT:
         raise IllegalStateError(f"{type(self).__name__} has no client to start")
@@ -89,6 +97,7 @@ class BlockingClient(Generic[CoreT]):
             if self._core is None:
                 self._core = self._loop.run(self._create_core())
             self._loop.run(self._core.start())
+            self._calls = BlockingRpc(self._core.config, self._core.client_id)
         except BaseException:
             self.shutdown()
             raise
@@ -99,6 +108,13 @@ class BlockingClient(Generic[CoreT]):
             raise IllegalStateError(f"{type(self).__name__} is not started")
         return self._loop
 
+    def _direct(self) -> BlockingRpc:
+        """The blocking channels of a started client (raises like :meth:`_lt` when it is not)."""
+        calls = self._calls
+        if calls is None or self._loop is None:
+            raise IllegalStateError(f"{type(self).__name__} is not started")
+        return calls
+
     def shutdown(self) -> None:
         lt, self._loop = self._loop, None
         if lt is None:
@@ -107,6 +123,9 @@ class BlockingClient(Generic[CoreT]):
             if self._core is not None:
                 lt.run(self._core.shutdown(), self._shutdown_timeout)
         finally:
+            calls, self._calls = self._calls, None
+            if calls is not None:
+                calls.close()
             lt.stop()
 
     def __enter__(self) -> Self:

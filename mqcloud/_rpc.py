@@ -19,7 +19,7 @@ from mqcloud.config import ClientConfig
 from mqcloud.errors import TransportError
 from mqcloud.signing import build_metadata
 
-__all__ = ("RpcClient", "new_client_id")
+__all__ = ("RpcClient", "channel_options", "new_client_id", "transport_error")
 
 _client_index = itertools.count()
 _BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
@@ -39,6 +39,25 @@ def new_client_id() -> str:
     return f"{socket.gethostname()}@{os.getpid()}@{next(_client_index)}@{_base36(time.time_ns())}"
 
 
+def channel_options(config: ClientConfig) -> list[tuple[str, Any]]:
+    """The options of every channel the SDK opens to a broker."""
+    del config  # the same for every client today; kept so a setting can reach them later
+    return [
+        ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+        ("grpc.max_send_message_length", 64 * 1024 * 1024),
+        ("grpc.keepalive_time_ms", 30_000),
+    ]
+
+
+def transport_error(
+    method: str, endpoint: str, error: grpc.RpcError, md: list[tuple[str, str]]
+) -> TransportError:
+    """A failed call (``error`` is also a ``grpc.Call``: its code and details) as the SDK reports it."""
+    call: Any = error
+    request_id = dict(md)["x-mq-request-id"]
+    return TransportError(f"{method} to {endpoint}: {call.details()}", call.code().name, request_id)
+
+
 class RpcClient:
     """Channels and stubs for the endpoints one client talks to. Must be used on one event loop."""
 
@@ -54,11 +73,7 @@ class RpcClient:
     def stub(self, endpoint: str) -> service_pb2_grpc.MessagingServiceStub:
         stub = self._stubs.get(endpoint)
         if stub is None:
-            options = [
-                ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-                ("grpc.max_send_message_length", 64 * 1024 * 1024),
-                ("grpc.keepalive_time_ms", 30_000),
-            ]
+            options = channel_options(self.config)
             if self.config.tls:
                 channel = grpc.aio.secure_channel(endpoint, grpc.ssl_channel_credentials(), options)
             else:
@@ -74,9 +89,7 @@ class RpcClient:
         try:
             return await fn(request, metadata=md, timeout=deadline or self.config.request_timeout)
         except grpc.aio.AioRpcError as e:
-            raise TransportError(
-                f"{method} to {endpoint}: {e.details()}", e.code().name, dict(md)["x-mq-request-id"]
-            ) from e
+            raise transport_error(method, endpoint, e, md) from e
 
     async def server_stream(
         self, endpoint: str, method: str, request: Any, deadline: float
@@ -88,9 +101,7 @@ class RpcClient:
             async for item in call:
                 yield item
         except grpc.aio.AioRpcError as e:
-            raise TransportError(
-                f"{method} to {endpoint}: {e.details()}", e.code().name, dict(md)["x-mq-request-id"]
-            ) from e
+            raise transport_error(method, endpoint, e, md) from e
         finally:
             call.cancel()
 

@@ -22,7 +22,7 @@ from typing import Any
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from mqcloud.errors import MULTIPLE_RESULTS, IllegalStateError, check_status
 
-__all__ = ("MAX_ACK_ENTRIES", "AckCoalescer")
+__all__ = ("MAX_ACK_ENTRIES", "AckCoalescer", "check_ack")
 
 #: Entries per AckMessage call (brokers refuse more than 1,024).
 MAX_ACK_ENTRIES = 256
@@ -107,21 +107,26 @@ class AckCoalescer:
             await asyncio.wait(list(self._tasks), timeout=left)
 
 
+def check_ack(response: Any, index: int, count: int) -> None:
+    """Raise the error of the ``index``-th of ``count`` acks an AckMessage answer says. An answer
+    without one entry per ack is taken whole: its status when OK or an error, and an error when it
+    says some entries failed without saying which."""
+    results = response.entries
+    if len(results) == count:
+        check_status(results[index].status)
+    elif response.status.code == MULTIPLE_RESULTS:
+        raise IllegalStateError(f"ack answer has {len(results)} entries for {count} acks", 0)
+    else:
+        check_status(response.status)
+
+
 def _settle(batch: list[Entry], response: Any) -> None:
-    """Each ack gets its entry's status. An answer without one entry per ack is taken whole: its
-    status when OK or an error, and an error when it says some entries failed without saying which."""
-    results = list(response.entries)
-    by_entry = len(results) == len(batch)
+    """Each ack gets its entry's status (:func:`check_ack`)."""
     for i, (_, future) in enumerate(batch):
         if future.done():  # its waiter was cancelled
             continue
         try:
-            if by_entry:
-                check_status(results[i].status)
-            elif response.status.code == MULTIPLE_RESULTS:
-                raise IllegalStateError(f"ack answer has {len(results)} entries for {len(batch)} acks", 0)
-            else:
-                check_status(response.status)
+            check_ack(response, i, len(batch))
         except Exception as exc:  # noqa: BLE001 - handed to this ack's waiter
             future.set_exception(exc)
         else:

@@ -19,7 +19,8 @@ import inspect
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from mqcloud._base import BaseClient, endpoint_of
@@ -284,9 +285,9 @@ class AsyncProducer(BaseClient):
         route.typed_writable[key] = queues
         return queues
 
-    async def _send(self, messages: list[Message], transaction: Transaction | None) -> list[SendReceipt]:
-        if not messages:
-            return []
+    def _checked(self, messages: list[Message], transaction: Transaction | None) -> int:
+        """The message type of a send of ``messages`` (one topic, group and type); raises when the
+        messages cannot go together or one of them is refused before sending."""
         topic = messages[0].topic
         if any(m.topic != topic for m in messages):
             raise BadRequestError("a batch must have a single topic")
@@ -298,8 +299,19 @@ class AsyncProducer(BaseClient):
             raise BadRequestError("a batch must have a single message type")
         for m in messages:
             self._check_body(m)
+        return msg_type
 
-        queues = self._queues_for(topic, await self._route(topic), msg_type)
+    def _attempts(
+        self, messages: list[Message], msg_type: int, route: TopicRoute, transactional: bool
+    ) -> Generator[_Call | _Retry, Any, list[SendReceipt]]:
+        """The attempts of one send, as steps for a driver to carry out (:func:`_drive`, or the
+        blocking :class:`Producer`'s on the caller's thread), so both make the same choices.
+
+        Each :class:`_Call` is answered with the SendMessage response, or with the call's
+        :class:`MQClientError` thrown in; each :class:`_Retry` (after its ``delay``) with the topic's
+        route asked for again, or None when that failed. Returns the receipts."""
+        topic = messages[0].topic
+        queues = self._queues_for(topic, route, msg_type)
         ids = [generate_message_id() for _ in messages]
         group = messages[0].message_group
         avoid: str | None = None
@@ -317,7 +329,7 @@ class AsyncProducer(BaseClient):
                 m.fill_pb(add(), self.config.namespace, i, queue.id, msg_type)
             t0 = time.monotonic()
             try:
-                resp = await self.rpc.unary(ep, "SendMessage", req)
+                resp = yield _Call(ep, req)
                 check_status(resp.status)
                 if len(resp.entries) != len(messages):
                     raise IllegalStateError(f"{len(resp.entries)} send results for {len(messages)} messages")
@@ -326,15 +338,13 @@ class AsyncProducer(BaseClient):
             except MQClientError as e:
                 latency = (time.monotonic() - t0) * 1000
                 self.fault.update(ep, latency, failed=isinstance(e, TransportError))
-                if not is_retriable(e) or attempt >= self.max_attempts or transaction is not None:
+                if not is_retriable(e) or attempt >= self.max_attempts or transactional:
                     raise
                 avoid = queue.broker.name
-                await asyncio.sleep(self.backoff.delay(attempt))
                 # The queue's broker may have failed over (HA: a replica became the master):
                 # ask the access point again rather than wait for the periodic route refresh.
-                with contextlib.suppress(MQClientError):
-                    fresh = await self.routes.fetch(topic)
-                    await self._ensure_sessions(fresh.endpoints())
+                fresh = yield _Retry(self.backoff.delay(attempt))
+                if fresh is not None:
                     queues = self._queues_for(topic, fresh, msg_type)
                 continue
             self.fault.update(ep, (time.monotonic() - t0) * 1000)
@@ -351,14 +361,70 @@ class AsyncProducer(BaseClient):
             ]
         raise IllegalStateError("unreachable")  # pragma: no cover
 
+    async def _fresh_route(self, topic: str) -> TopicRoute | None:
+        """The topic's route asked for again (a retry's), or None when that failed."""
+        with contextlib.suppress(MQClientError):
+            fresh = await self.routes.fetch(topic)
+            await self._ensure_sessions(fresh.endpoints())
+            return fresh
+        return None
+
+    async def _send(self, messages: list[Message], transaction: Transaction | None) -> list[SendReceipt]:
+        if not messages:
+            return []
+        msg_type = self._checked(messages, transaction)
+        topic = messages[0].topic
+        steps = self._attempts(messages, msg_type, await self._route(topic), transaction is not None)
+        step = _advance(steps, None, None)
+        while not isinstance(step, list):
+            answer: Any = None
+            failure: MQClientError | None = None
+            if isinstance(step, _Call):
+                try:
+                    answer = await self.rpc.unary(step.endpoint, "SendMessage", step.request)
+                except MQClientError as e:
+                    failure = e
+            else:
+                await asyncio.sleep(step.delay)
+                answer = await self._fresh_route(topic)
+            step = _advance(steps, answer, failure)
+        return step
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """An attempt's SendMessage call."""
+
+    endpoint: str
+    request: svc.SendMessageRequest
+
+
+@dataclass(frozen=True, slots=True)
+class _Retry:
+    """Wait ``delay`` seconds, then ask for the topic's route again."""
+
+    delay: float
+
+
+def _advance(
+    steps: Generator[_Call | _Retry, Any, list[SendReceipt]], answer: Any, failure: MQClientError | None
+) -> _Call | _Retry | list[SendReceipt]:
+    """The next step of a send's attempts, given how the last one went; its receipts once done."""
+    try:
+        return steps.send(answer) if failure is None else steps.throw(failure)
+    except StopIteration as done:
+        return list(done.value)
+
 
 class Producer(BlockingClient[AsyncProducer]):
-    _thread_name = "mqcloud-producer"
+    """The blocking producer, over an :class:`AsyncProducer` on a private event-loop thread.
 
-    """The blocking producer; runs an :class:`AsyncProducer` on a private event-loop thread.
-
-    ``send`` blocks, ``send_async`` returns a :class:`concurrent.futures.Future`. Thread-safe.
+    ``send`` and ``send_batch`` block, and make their calls on the caller's thread (gRPC's blocking
+    API) unless the producer batches or the send is transactional; ``send_async`` returns a
+    :class:`concurrent.futures.Future` and goes through the loop. Thread-safe.
     """
+
+    _thread_name = "mqcloud-producer"
 
     def __init__(
         self,
@@ -382,13 +448,54 @@ class Producer(BlockingClient[AsyncProducer]):
     def send(
         self, message: Message, transaction: Transaction | None = None, timeout: float | None = None
     ) -> SendReceipt:
-        return self._lt().run(self.core.send(message, transaction), timeout)
+        """Send and wait for the receipt. Without batching or a transaction the call is made on this
+        thread (:mod:`mqcloud._blocking_rpc`); ``timeout`` bounds the whole send, retries included
+        (:class:`TimeoutError` past it)."""
+        core = self.core
+        if transaction is not None or core.batcher is not None:
+            return self._lt().run(core.send(message, transaction), timeout)
+        return self._send_here([message], timeout)[0]
 
     def send_async(self, message: Message) -> concurrent.futures.Future[SendReceipt]:
         return self._lt().submit(self.core.send(message))
 
     def send_batch(self, messages: Sequence[Message], timeout: float | None = None) -> list[SendReceipt]:
-        return self._lt().run(self.core.send_batch(messages), timeout)
+        """Send several messages of one topic in one request (see :meth:`AsyncProducer.send_batch`),
+        on this thread."""
+        return self._send_here(list(messages), timeout)
+
+    def _send_here(self, messages: list[Message], timeout: float | None) -> list[SendReceipt]:
+        """Carry out :meth:`AsyncProducer._attempts` on this thread: calls on gRPC's blocking API,
+        waits with ``time.sleep``; only a route not cached yet is asked for on the loop."""
+        calls = self._direct()
+        core = self.core
+        if not messages:
+            return []
+        msg_type = core._checked(messages, None)
+        topic = messages[0].topic
+        end = None if timeout is None else time.monotonic() + timeout
+        route = core.routes.peek(topic) or self._lt().run(core._route(topic), timeout)
+        steps = core._attempts(messages, msg_type, route, False)
+        step = _advance(steps, None, None)
+        while not isinstance(step, list):
+            answer: Any = None
+            failure: MQClientError | None = None
+            deadline = core.config.request_timeout
+            if end is not None:
+                deadline = min(deadline, end - time.monotonic())
+                if deadline <= 0:
+                    steps.close()
+                    raise TimeoutError(f"the send did not finish within {timeout} s")
+            if isinstance(step, _Call):
+                try:
+                    answer = calls.unary(step.endpoint, "SendMessage", step.request, deadline)
+                except MQClientError as e:
+                    failure = e
+            else:
+                time.sleep(min(step.delay, deadline))
+                answer = self._lt().run(core._fresh_route(topic), deadline)
+            step = _advance(steps, answer, failure)
+        return step
 
     def begin_transaction(self) -> Transaction:
         return self.core.begin_transaction()

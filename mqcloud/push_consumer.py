@@ -207,7 +207,7 @@ class AsyncPushConsumer(ConsumerBase):
                 flt = self.subscriptions.get(topic)
                 if flt is None:  # unsubscribed meanwhile
                     return
-                messages = await self._receive(
+                request = self._receive_request(
                     queue,
                     flt,
                     batch,
@@ -216,6 +216,7 @@ class AsyncPushConsumer(ConsumerBase):
                     auto_renew=True,
                     attempt_id=attempt_id,
                 )
+                messages = await self._receive(queue, request)
                 attempt_id = str(uuid.uuid4())
             except MQClientError as e:
                 if not (isinstance(e, TransportError) and e.grpc_code == "DEADLINE_EXCEEDED"):

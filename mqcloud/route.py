@@ -59,6 +59,11 @@ class RouteCache:
     def cached(self) -> dict[str, TopicRoute]:
         return dict(self._routes)
 
+    def peek(self, topic: str) -> TopicRoute | None:
+        """The cached route of ``topic``, None before it was first asked for. Safe from any thread:
+        the loop replaces a route whole, so a reader sees the old one or the new one."""
+        return self._routes.get(topic)
+
     async def get(self, topic: str) -> TopicRoute:
         route = self._routes.get(topic)
         if route is not None:

@@ -7,12 +7,15 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 
-from mqcloud._consumer import ConsumerBase
+from mqcloud._consumer import ConsumerBase, MessageViews, ack_entry, changed
 from mqcloud._loop import BlockingClient
+from mqcloud.ack_batching import check_ack
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
-from mqcloud.config import ClientConfig
+from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
+from mqcloud.config import ClientConfig, endpoints_key
 from mqcloud.errors import ForbiddenError, IllegalStateError
 from mqcloud.message import FilterExpression, MessageView
+from mqcloud.route import TopicRoute
 
 __all__ = ("AsyncSimpleConsumer", "SimpleConsumer")
 
@@ -52,27 +55,39 @@ class AsyncSimpleConsumer(ConsumerBase):
     def unsubscribe(self, topic: str) -> None:
         self.subscriptions.pop(topic, None)
 
-    async def receive(self, max_messages: int = 16, invisible_duration: float = 15.0) -> list[MessageView]:
-        """Long-poll for up to ``max_messages``; each stays invisible to others for
-        ``invisible_duration`` seconds unless acked. Returns ``[]`` when nothing arrived."""
+    def _next_topic(self) -> str:
+        """The topic the next receive asks (the subscriptions in turn)."""
         if not self.subscriptions:
             raise IllegalStateError("no subscriptions")
         topics = list(self.subscriptions)
-        topic = topics[next(self._topic_rr) % len(topics)]
-        route = await self._route(topic)
+        return topics[next(self._topic_rr) % len(topics)]
+
+    def _next_queue(self, topic: str, route: TopicRoute) -> pb.MessageQueue:
+        """The queue the next receive of ``topic`` asks (its readable queues in turn)."""
         queues = route.readable()
         if not queues:
             raise ForbiddenError(f"topic {topic} has no readable queue", 40300)
-        queue = queues[next(self._queue_rr) % len(queues)]
+        return queues[next(self._queue_rr) % len(queues)]
+
+    async def receive(self, max_messages: int = 16, invisible_duration: float = 15.0) -> list[MessageView]:
+        """Long-poll for up to ``max_messages``; each stays invisible to others for
+        ``invisible_duration`` seconds unless acked. Returns ``[]`` when nothing arrived."""
+        topic = self._next_topic()
+        queue = self._next_queue(topic, await self._route(topic))
         return await self._receive(
-            queue, self.subscriptions[topic], max_messages, invisible_duration, self.await_duration
+            queue,
+            self._receive_request(
+                queue, self.subscriptions[topic], max_messages, invisible_duration, self.await_duration
+            ),
         )
 
 
 class SimpleConsumer(BlockingClient[AsyncSimpleConsumer]):
-    _thread_name = "mqcloud-simple-consumer"
+    """Blocking flavour of :class:`AsyncSimpleConsumer`: its receives, acks and invisible-time
+    changes are calls on the caller's thread; routes, Telemetry and heartbeats run on a private
+    event-loop thread. Thread-safe."""
 
-    """Blocking flavour of :class:`AsyncSimpleConsumer` (runs it on a private event-loop thread)."""
+    _thread_name = "mqcloud-simple-consumer"
 
     def __init__(
         self,
@@ -84,14 +99,35 @@ class SimpleConsumer(BlockingClient[AsyncSimpleConsumer]):
     ) -> None:
         self._core = AsyncSimpleConsumer(config, group, subscriptions, await_duration=await_duration)
 
+    # receive, ack and change_invisible_duration are made on the caller's thread, on gRPC's blocking
+    # API (mqcloud._blocking_rpc); only a route not cached yet is asked for on the loop.
+
     def receive(self, max_messages: int = 16, invisible_duration: float = 15.0) -> list[MessageView]:
-        return self._lt().run(self.core.receive(max_messages, invisible_duration))
+        """Long-poll for up to ``max_messages`` (see :meth:`AsyncSimpleConsumer.receive`)."""
+        calls, core = self._direct(), self.core
+        topic = core._next_topic()
+        route = core.routes.peek(topic) or self._lt().run(core._route(topic))
+        queue = core._next_queue(topic, route)
+        req, timeout = core._receive_request(
+            queue, core.subscriptions[topic], max_messages, invisible_duration, core.await_duration
+        )
+        views = MessageViews(endpoints_key(queue.broker.endpoints))
+        for resp in calls.server_stream(views.endpoint, "ReceiveMessage", req, timeout):
+            views.take(resp)
+        return views.messages
 
     def ack(self, message: MessageView) -> None:
-        self._lt().run(self.core.ack(message))
+        """Acknowledge one message in a call of its own (the asyncio flavour coalesces concurrent acks)."""
+        calls, core = self._direct(), self.core
+        req = svc.AckMessageRequest(
+            group=core._group(), topic=core.resource(message.topic), entries=[ack_entry(message)]
+        )
+        check_ack(calls.unary(message.endpoint, "AckMessage", req), 0, 1)
 
     def change_invisible_duration(self, message: MessageView, seconds: float) -> None:
-        self._lt().run(self.core.change_invisible_duration(message, seconds))
+        calls, core = self._direct(), self.core
+        req = core._change_invisible_request(message, seconds)
+        changed(message, calls.unary(message.endpoint, "ChangeInvisibleDuration", req))
 
     def subscribe(self, topic: str, filter_expression: FilterExpression | str = "*") -> None:
         self.core.subscribe(topic, filter_expression)

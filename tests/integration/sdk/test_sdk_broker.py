@@ -183,6 +183,75 @@ def test_unacked_comes_back_after_invisible_time(env: Env) -> None:
         assert (again.message_id, again.delivery_attempt) == (mid, 2)
 
 
+def test_blocking_calls_are_made_on_the_callers_thread_not_through_the_clients_loop(env: Env) -> None:
+    """With each client's private loop held by a callback that waits, sends, a batch send, receives,
+    an invisible-time change and acks still complete: they are calls on this thread. Through the
+    loop, each would wait until the callbacks gave up waiting (20 s), and ``freed`` says so."""
+    held = threading.Event()
+    freed: list[str] = []
+
+    def hold(name: str) -> None:
+        held.wait(20)
+        freed.append(name)
+
+    with (
+        Producer(env.config, [env.topic]) as p,
+        SimpleConsumer(env.config, env.group, {env.topic: "*"}, await_duration=2) as c,
+    ):
+        c.receive(1, 5)  # the topic's route is cached by the consumer, as by the producer's start
+        p._lt().loop.call_soon_threadsafe(hold, "producer")
+        c._lt().loop.call_soon_threadsafe(hold, "consumer")
+        try:
+            ids = {p.send(Message(env.topic, b"one")).message_id}
+            batch = p.send_batch([Message(env.topic, b"two"), Message(env.topic, b"three")])
+            ids |= {r.message_id for r in batch}
+            got: list[MessageView] = []
+            deadline = time.monotonic() + 10
+            while len(got) < 3 and time.monotonic() < deadline:
+                got += c.receive(16, 30)
+            assert {m.message_id for m in got} == ids
+            first = got[0]
+            old = first.receipt_handle
+            c.change_invisible_duration(first, 30)
+            assert first.receipt_handle != old
+            for m in got:
+                c.ack(m)
+            assert c.receive(16, 3) == []
+            assert freed == []  # nothing above waited for the loops
+        finally:
+            held.set()
+
+
+def test_a_blocking_send_past_its_timeout_raises_timeout_error(env: Env) -> None:
+    """``timeout`` bounds the whole send on the caller's thread, retries included: with the topic's
+    route pointing at a socket that accepts and never answers, TimeoutError comes after it, not
+    after the request timeout (10 s) of each of the three attempts."""
+    import socket
+
+    from mqcloud.route import TopicRoute
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        with Producer(env.config, [env.topic]) as p:
+            route = p.core.routes.peek(env.topic)
+            assert route is not None
+            queues = []
+            for queue in route.queues:
+                moved = pb.MessageQueue()
+                moved.CopyFrom(queue)
+                moved.broker.endpoints.addresses[0].port = silent.getsockname()[1]
+                queues.append(moved)
+            p.core.routes._routes[env.topic] = TopicRoute(env.topic, queues)
+            t0 = time.monotonic()
+            with pytest.raises(TimeoutError, match=r"within 1\.5 s"):
+                p.send(Message(env.topic, b"x"), timeout=1.5)
+            assert 1.4 < time.monotonic() - t0 < 5
+    finally:
+        silent.close()
+
+
 async def test_async_flavour(env: Env) -> None:
     async with (
         AsyncProducer(env.config, [env.topic]) as p,
@@ -284,9 +353,9 @@ async def test_push_consumer_retries_a_lost_receive_with_its_attempt_id(env: Env
     receive = consumer._receive
     attempts: list[str] = []
 
-    async def losing_the_first(*args: Any, **kwargs: Any) -> list[MessageView]:
-        attempts.append(kwargs["attempt_id"])
-        got = await receive(*args, **kwargs)
+    async def losing_the_first(queue: pb.MessageQueue, request: Any) -> list[MessageView]:
+        attempts.append(request[0].attempt_id)
+        got = await receive(queue, request)
         if len(attempts) == 1:
             assert got  # delivered by the broker, then lost on the way
             raise TransportError("connection reset", "UNAVAILABLE")

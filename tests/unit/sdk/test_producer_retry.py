@@ -1,12 +1,26 @@
-"""Producer retries and fault avoidance, with the RPC layer replaced by a fake (no network)."""
+"""Producer retries and fault avoidance, with the RPC layer replaced by a fake (no network).
+
+Each send test runs twice: through :class:`AsyncProducer`, and through the blocking
+:class:`Producer`'s calls on the caller's thread (``Producer._send_here``), which carry out the same
+attempts with gRPC's blocking API."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
 
-from mqcloud import AsyncProducer, ClientConfig, Message, TooManyRequestsError, TransportError
+from mqcloud import (
+    AsyncProducer,
+    ClientConfig,
+    Message,
+    Producer,
+    SendReceipt,
+    TooManyRequestsError,
+    TransportError,
+)
+from mqcloud._loop import LoopThread
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from mqcloud.route import TopicRoute
@@ -33,6 +47,9 @@ class FakeRpc:
         self.calls: list[str] = []
 
     async def unary(self, endpoint: str, method: str, request: Any, deadline: float | None = None) -> Any:
+        return self.call(endpoint, request)
+
+    def call(self, endpoint: str, request: Any) -> Any:
         self.calls.append(endpoint)
         if endpoint in self.failing:
             raise self.error or TransportError("down", "UNAVAILABLE")
@@ -58,11 +75,47 @@ class FakeRoutes:
     async def get(self, topic: str) -> TopicRoute:
         return self.route
 
+    def peek(self, topic: str) -> TopicRoute | None:
+        return self.route
+
     async def fetch(self, topic: str) -> TopicRoute:
         self.fetches += 1
         if self.fresh is not None:
             self.route = self.fresh
         return self.route
+
+
+class BlockingFakeRpc:
+    """The blocking producer's channels (``mqcloud._blocking_rpc.BlockingRpc``), answered by ``rpc``."""
+
+    def __init__(self, rpc: FakeRpc) -> None:
+        self.rpc = rpc
+
+    def unary(self, endpoint: str, method: str, request: Any, deadline: float | None = None) -> Any:
+        return self.rpc.call(endpoint, request)
+
+
+Send = Callable[[AsyncProducer, Message], Awaitable[SendReceipt]]
+
+
+@pytest.fixture(params=["asyncio", "blocking"])
+def send(request: pytest.FixtureRequest) -> Iterator[Send]:
+    """Send through the asyncio producer, or through a blocking :class:`Producer` over it."""
+    loops: list[LoopThread] = []
+
+    async def through(p: AsyncProducer, message: Message) -> SendReceipt:
+        if request.param == "asyncio":
+            return await p.send(message)
+        blocking = Producer(p.config)
+        blocking._core = p
+        blocking._loop = LoopThread("test-producer")  # answers the retries' route questions
+        loops.append(blocking._loop)
+        blocking._calls = BlockingFakeRpc(p._rpc)  # type: ignore[arg-type,assignment]
+        return blocking.send(message)
+
+    yield through
+    for loop in loops:
+        loop.stop()
 
 
 def _producer(rpc: FakeRpc) -> AsyncProducer:
@@ -79,51 +132,51 @@ def _producer(rpc: FakeRpc) -> AsyncProducer:
     return p
 
 
-async def test_retry_moves_to_another_broker_and_avoids_the_failed_one() -> None:
+async def test_retry_moves_to_another_broker_and_avoids_the_failed_one(send: Send) -> None:
     rpc = FakeRpc({"10.0.0.1:1"})
     p = _producer(rpc)
-    r = await p.send(Message("t", b"x"))
+    r = await send(p, Message("t", b"x"))
     assert r.endpoint == "10.0.0.2:1"
     assert rpc.calls == ["10.0.0.1:1", "10.0.0.2:1"]
     assert not p.fault.is_available("10.0.0.1:1")
     rpc.calls.clear()
     for _ in range(4):  # round-robin would hit b1 half the time; fault avoidance skips it
-        await p.send(Message("t", b"x"))
+        await send(p, Message("t", b"x"))
     assert rpc.calls == ["10.0.0.2:1"] * 4
 
 
-async def test_gives_up_after_max_attempts() -> None:
+async def test_gives_up_after_max_attempts(send: Send) -> None:
     rpc = FakeRpc({"10.0.0.1:1", "10.0.0.2:1"})
     p = _producer(rpc)
     with pytest.raises(TransportError):
-        await p.send(Message("t", b"x"))
+        await send(p, Message("t", b"x"))
     assert len(rpc.calls) == 3
 
 
-async def test_non_retriable_error_is_not_retried() -> None:
+async def test_non_retriable_error_is_not_retried(send: Send) -> None:
     from mqcloud.errors import error_for_code
 
     rpc = FakeRpc({"10.0.0.1:1", "10.0.0.2:1"}, error_for_code(40402, "no topic"))
     p = _producer(rpc)
     with pytest.raises(Exception, match="no topic"):
-        await p.send(Message("t", b"x"))
+        await send(p, Message("t", b"x"))
     assert len(rpc.calls) == 1
 
 
-async def test_throttled_send_is_retried_with_backoff() -> None:
+async def test_throttled_send_is_retried_with_backoff(send: Send) -> None:
     rpc = FakeRpc({"10.0.0.1:1"}, TooManyRequestsError("slow down", 42900))
     p = _producer(rpc)
-    assert (await p.send(Message("t", b"x"))).endpoint == "10.0.0.2:1"
+    assert (await send(p, Message("t", b"x"))).endpoint == "10.0.0.2:1"
 
 
-async def test_fifo_messages_stick_to_their_queue() -> None:
+async def test_fifo_messages_stick_to_their_queue(send: Send) -> None:
     rpc = FakeRpc(set())
     p = _producer(rpc)
-    endpoints = {(await p.send(Message("t", b"x", message_group="g1"))).endpoint for _ in range(5)}
+    endpoints = {(await send(p, Message("t", b"x", message_group="g1"))).endpoint for _ in range(5)}
     assert len(endpoints) == 1
 
 
-async def test_a_failed_over_master_is_found_by_asking_for_the_route_again() -> None:
+async def test_a_failed_over_master_is_found_by_asking_for_the_route_again(send: Send) -> None:
     """HA: the only broker group's master dies; its replica is promoted and the access point's
     route names it. The retry goes there at once, not after the periodic route refresh."""
     from mqcloud.errors import error_for_code
@@ -140,7 +193,7 @@ async def test_a_failed_over_master_is_found_by_asking_for_the_route_again() -> 
         return None
 
     p._ensure_sessions = no_sessions  # type: ignore[method-assign]
-    r = await p.send(Message("t", b"x"))
+    r = await send(p, Message("t", b"x"))
     assert r.endpoint == "10.0.0.3:1"
     assert rpc.calls == ["10.0.0.1:1", "10.0.0.3:1"] and routes.fetches == 1
 
