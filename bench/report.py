@@ -138,6 +138,14 @@ RATIOS = (
     ),
     # time at the largest size over time at the smallest, next to how many more records that was
     Ratio("analytics_bench", "growth_ratio", "", "records_ratio"),
+    Ratio("sdk_bench", "ratios.blocking_vs_loop_send", "blocking_send_calls_per_s", "loop_send_calls_per_s"),
+    Ratio("sdk_bench", "ratios.blocking_send_vs_stub", "blocking_send_calls_per_s", "stub_send_calls_per_s"),
+    Ratio(
+        "sdk_bench",
+        "ratios.blocking_vs_loop_consume",
+        "blocking_consume_msgs_per_s",
+        "loop_consume_msgs_per_s",
+    ),
 )
 
 # Single figures with a target of their own.
