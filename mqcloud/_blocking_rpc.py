@@ -2,7 +2,7 @@
 
 The blocking clients run their asyncio core on a private loop thread, and a call handed to that
 loop costs two thread hand-overs and grpc.aio's completion polling on top of the call itself: a
-``Producer.send`` of one message spent about twice the CPU of the same call on gRPC's blocking API
+``Producer.send`` of one message made there spent half again as much CPU as one made here
 (docs/benchmarks.md, "The blocking clients' calls on the caller's thread"). The hot calls (sends,
 receives, acks, invisible-time changes) therefore go out here, on channels of their own; routes,
 Telemetry, heartbeats and everything else stay on the loop. ``SingleThreadedUnaryStream`` reads a
@@ -21,6 +21,7 @@ import grpc.experimental
 from mqcloud._rpc import channel_options, transport_error
 from mqcloud.apache.rocketmq.v2 import service_pb2_grpc
 from mqcloud.config import ClientConfig
+from mqcloud.errors import ClientClosedError
 from mqcloud.signing import build_metadata
 
 __all__ = ("BlockingRpc",)
@@ -45,7 +46,7 @@ class BlockingRpc:
             stub = self._stubs.get(endpoint)
             if stub is None:
                 if self._closed:
-                    raise RuntimeError("the client's blocking channels are closed")
+                    raise ClientClosedError("client was shut down")
                 options = [
                     *channel_options(self.config),
                     (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1),

@@ -304,8 +304,8 @@ class AsyncProducer(BaseClient):
     def _attempts(
         self, messages: list[Message], msg_type: int, route: TopicRoute, transactional: bool
     ) -> Generator[_Call | _Retry, Any, list[SendReceipt]]:
-        """The attempts of one send, as steps for a driver to carry out (:func:`_drive`, or the
-        blocking :class:`Producer`'s on the caller's thread), so both make the same choices.
+        """The attempts of one send, as steps for a driver to carry out (:meth:`_send` on the loop,
+        or the blocking :class:`Producer` on the caller's thread), so both make the same choices.
 
         Each :class:`_Call` is answered with the SendMessage response, or with the call's
         :class:`MQClientError` thrown in; each :class:`_Retry` (after its ``delay``) with the topic's
