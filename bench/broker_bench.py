@@ -55,6 +55,7 @@ Figures (``--json PATH`` writes them):
                                  prepared message per slot and stores nothing (the framework's cost)
 - (grpc_ceiling_)consume_cpu_us_per_msg / _switches_per_msg  the server's CPU and context switches
                                  (all threads) per consumed message in those consume runs
+- (grpc_ceiling_)consume_client_cpu_us_per_msg   the same for this process: the client's CPU
 - broker_receive_us_per_msg / broker_ack_us_per_msg / broker_trace_us_per_msg   the broker's own
                                  work per consumed message in that loop, timed in-process with no
                                  gRPC (bench/broker_work.py): the broker's part of
@@ -304,11 +305,15 @@ def ack_request(group: str, topic: str, received: list[pb.Message]) -> svc.AckMe
     return svc.AckMessageRequest(group=group_resource, topic=topic_resource, entries=entries)
 
 
-async def ack(s: Any, group: str, topic: str, received: list[pb.Message], deadline_s: float = 10) -> None:
-    """Ack ``received`` in one call; raise when the broker refuses."""
-    response = await s.AckMessage(ack_request(group, topic, received), timeout=deadline_s)
+def check_acked(response: svc.AckMessageResponse, topic: str) -> None:
+    """Raise when the broker refused an AckMessage."""
     if response.status.code not in (pb.Code.OK, pb.Code.MULTIPLE_RESULTS):
         raise RuntimeError(f"ack on {topic} failed: {response.status}")
+
+
+async def ack(s: Any, group: str, topic: str, received: list[pb.Message], deadline_s: float = 10) -> None:
+    """Ack ``received`` in one call; raise when the broker refuses."""
+    check_acked(await s.AckMessage(ack_request(group, topic, received), timeout=deadline_s), topic)
 
 
 def _blocking_consume(target: str, count: int, batch: int, in_flight: int, group: str) -> float:
@@ -333,9 +338,7 @@ def _blocking_consume(target: str, count: int, batch: int, in_flight: int, group
                     ]
                     if not got:
                         return
-                    response = s.AckMessage(ack_request(group, TOPIC, got), timeout=10)
-                    if response.status.code not in (pb.Code.OK, pb.Code.MULTIPLE_RESULTS):
-                        raise RuntimeError(f"ack on {TOPIC} failed: {response.status}")
+                    check_acked(s.AckMessage(ack_request(group, TOPIC, got), timeout=10), TOPIC)
                     with lock:
                         received += len(got)
             except BaseException as exc:  # noqa: BLE001 - raised again by the caller
@@ -375,9 +378,9 @@ async def _aio_consume(target: str, count: int, batch: int, in_flight: int, grou
 async def consume(target: str, count: int, batch: int = 32, in_flight: int = 4, group: str = GROUP) -> float:
     """msgs/s of ``in_flight`` receive-then-ack loops, on the client :data:`CONSUME_CLIENT` names.
     By default gRPC's blocking API with ``SingleThreadedUnaryStream`` (:func:`_blocking_consume`), as
-    the e2e consumers use: grpc.aio's client spent 55-65 us of CPU per received message here and
-    saturated its core before the bare server did (the bare server then consumed 0.89x NATS's rate);
-    the blocking one spends 30-45 (docs/benchmarks.md, "The consume loops on gRPC's blocking API")."""
+    the e2e consumers use: grpc.aio's client spent 51-62 us of CPU per received message here, about
+    what the bare server did, and the blocking one 30-36 (``consume_client_cpu_us_per_msg``;
+    docs/benchmarks.md, "The consume loops on gRPC's blocking API")."""
     if CONSUME_CLIENT == "aio":
         return await _aio_consume(target, count, batch, in_flight, group)
     return await asyncio.to_thread(_blocking_consume, target, count, batch, in_flight, group)
@@ -385,11 +388,13 @@ async def consume(target: str, count: int, batch: int = 32, in_flight: int = 4, 
 
 async def consume_figures(target: str, pid: int, count: int, prefix: str) -> dict[str, float]:
     """``{prefix}consume_msgs_per_s`` and what the server spent per consumed message: CPU
-    (``_cpu_us_per_msg``) and context switches (``_switches_per_msg``, all its threads)."""
-    cpu, switches = cpu_seconds(pid), context_switches(pid)
+    (``_cpu_us_per_msg``) and context switches (``_switches_per_msg``, all its threads); and the CPU
+    of this process, the client, per consumed message (``_client_cpu_us_per_msg``)."""
+    cpu, switches, client = cpu_seconds(pid), context_switches(pid), time.process_time()
     rate = await consume(target, count)
     return {
         f"{prefix}consume_msgs_per_s": rate,
+        f"{prefix}consume_client_cpu_us_per_msg": (time.process_time() - client) / count * 1e6,
         f"{prefix}consume_cpu_us_per_msg": (cpu_seconds(pid) - cpu) / count * 1e6,
         f"{prefix}consume_switches_per_msg": (context_switches(pid) - switches) / count,
     }

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -37,13 +36,12 @@ import grpc
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.broker_bench import GROUP, TOPIC, message, our_broker  # noqa: E402
+from bench.broker_bench import BODY, GROUP, TOPIC, message, our_broker  # noqa: E402
 from mqcloud import ClientConfig, Message, Producer, SimpleConsumer  # noqa: E402
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb  # noqa: E402
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc  # noqa: E402
 from mqcloud.apache.rocketmq.v2 import service_pb2_grpc as svc_grpc  # noqa: E402
 
-BODY = os.urandom(1024)
 ROUNDS = 3
 BATCH = 32
 

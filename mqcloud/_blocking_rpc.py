@@ -18,7 +18,7 @@ from typing import Any
 import grpc
 import grpc.experimental
 
-from mqcloud._rpc import channel_options, transport_error
+from mqcloud._rpc import CHANNEL_OPTIONS, transport_error
 from mqcloud.apache.rocketmq.v2 import service_pb2_grpc
 from mqcloud.config import ClientConfig
 from mqcloud.errors import ClientClosedError
@@ -47,10 +47,7 @@ class BlockingRpc:
             if stub is None:
                 if self._closed:
                     raise ClientClosedError("client was shut down")
-                options = [
-                    *channel_options(self.config),
-                    (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1),
-                ]
+                options = [*CHANNEL_OPTIONS, (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1)]
                 if self.config.tls:
                     channel = grpc.secure_channel(endpoint, grpc.ssl_channel_credentials(), options)
                 else:

@@ -59,8 +59,8 @@ class ConsumerBase(BaseClient):
         *,
         auto_renew: bool = False,
         attempt_id: str | None = None,
-    ) -> tuple[svc.ReceiveMessageRequest, float]:
-        """A ReceiveMessage request, and the seconds its whole stream may take."""
+    ) -> svc.ReceiveMessageRequest:
+        """A ReceiveMessage request from ``queue``, long-polling ``long_polling`` seconds."""
         req = svc.ReceiveMessageRequest(
             group=self._group(),
             message_queue=queue,
@@ -72,15 +72,17 @@ class ConsumerBase(BaseClient):
         )
         if attempt_id is not None:
             req.attempt_id = attempt_id
-        return req, self.config.request_timeout + long_polling
+        return req
 
-    async def _receive(
-        self, queue: pb.MessageQueue, request: tuple[svc.ReceiveMessageRequest, float]
-    ) -> list[MessageView]:
-        """The messages of one receive from ``queue`` (``request``: from :meth:`_receive_request`)."""
-        req, timeout = request
+    def _receive_deadline(self, req: svc.ReceiveMessageRequest) -> float:
+        """The seconds a receive's whole stream may take: its long poll and the request timeout."""
+        return self.config.request_timeout + req.long_polling_timeout.ToNanoseconds() / 1e9
+
+    async def _receive(self, queue: pb.MessageQueue, req: svc.ReceiveMessageRequest) -> list[MessageView]:
+        """The messages of one receive from ``queue`` (``req``: from :meth:`_receive_request`)."""
         views = MessageViews(_ep(queue))
-        async for resp in self.rpc.server_stream(views.endpoint, "ReceiveMessage", req, timeout):
+        deadline = self._receive_deadline(req)
+        async for resp in self.rpc.server_stream(views.endpoint, "ReceiveMessage", req, deadline):
             views.take(resp)
         return views.messages
 

@@ -19,7 +19,7 @@ from mqcloud.config import ClientConfig
 from mqcloud.errors import TransportError
 from mqcloud.signing import build_metadata
 
-__all__ = ("RpcClient", "channel_options", "new_client_id", "transport_error")
+__all__ = ("CHANNEL_OPTIONS", "RpcClient", "new_client_id", "transport_error")
 
 _client_index = itertools.count()
 _BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
@@ -39,14 +39,12 @@ def new_client_id() -> str:
     return f"{socket.gethostname()}@{os.getpid()}@{next(_client_index)}@{_base36(time.time_ns())}"
 
 
-def channel_options(config: ClientConfig) -> list[tuple[str, Any]]:
-    """The options of every channel the SDK opens to a broker."""
-    del config  # the same for every client today; kept so a setting can reach them later
-    return [
-        ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-        ("grpc.max_send_message_length", 64 * 1024 * 1024),
-        ("grpc.keepalive_time_ms", 30_000),
-    ]
+#: The options of every channel the SDK opens to a broker.
+CHANNEL_OPTIONS: list[tuple[str, Any]] = [
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    ("grpc.keepalive_time_ms", 30_000),
+]
 
 
 def transport_error(
@@ -73,7 +71,7 @@ class RpcClient:
     def stub(self, endpoint: str) -> service_pb2_grpc.MessagingServiceStub:
         stub = self._stubs.get(endpoint)
         if stub is None:
-            options = channel_options(self.config)
+            options = CHANNEL_OPTIONS
             if self.config.tls:
                 channel = grpc.aio.secure_channel(endpoint, grpc.ssl_channel_credentials(), options)
             else:

@@ -108,11 +108,11 @@ class SimpleConsumer(BlockingClient[AsyncSimpleConsumer]):
         topic = core._next_topic()
         route = core.routes.peek(topic) or self._lt().run(core._route(topic))
         queue = core._next_queue(topic, route)
-        req, timeout = core._receive_request(
+        req = core._receive_request(
             queue, core.subscriptions[topic], max_messages, invisible_duration, core.await_duration
         )
         views = MessageViews(endpoints_key(queue.broker.endpoints))
-        for resp in calls.server_stream(views.endpoint, "ReceiveMessage", req, timeout):
+        for resp in calls.server_stream(views.endpoint, "ReceiveMessage", req, core._receive_deadline(req)):
             views.take(resp)
         return views.messages
 

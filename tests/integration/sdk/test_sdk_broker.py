@@ -354,7 +354,7 @@ async def test_push_consumer_retries_a_lost_receive_with_its_attempt_id(env: Env
     attempts: list[str] = []
 
     async def losing_the_first(queue: pb.MessageQueue, request: Any) -> list[MessageView]:
-        attempts.append(request[0].attempt_id)
+        attempts.append(request.attempt_id)
         got = await receive(queue, request)
         if len(attempts) == 1:
             assert got  # delivered by the broker, then lost on the way

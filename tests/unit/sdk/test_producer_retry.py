@@ -101,21 +101,22 @@ Send = Callable[[AsyncProducer, Message], Awaitable[SendReceipt]]
 @pytest.fixture(params=["asyncio", "blocking"])
 def send(request: pytest.FixtureRequest) -> Iterator[Send]:
     """Send through the asyncio producer, or through a blocking :class:`Producer` over it."""
-    loops: list[LoopThread] = []
+    blocking: dict[int, Producer] = {}  # one per asyncio producer
 
     async def through(p: AsyncProducer, message: Message) -> SendReceipt:
         if request.param == "asyncio":
             return await p.send(message)
-        blocking = Producer(p.config)
-        blocking._core = p
-        blocking._loop = LoopThread("test-producer")  # answers the retries' route questions
-        loops.append(blocking._loop)
-        blocking._calls = BlockingFakeRpc(p._rpc)  # type: ignore[arg-type,assignment]
-        return blocking.send(message)
+        if id(p) not in blocking:
+            wrapper = blocking[id(p)] = Producer(p.config)
+            wrapper._core = p
+            wrapper._loop = LoopThread("test-producer")  # answers the retries' route questions
+            wrapper._calls = BlockingFakeRpc(p._rpc)  # type: ignore[arg-type,assignment]
+        return blocking[id(p)].send(message)
 
     yield through
-    for loop in loops:
-        loop.stop()
+    for wrapper in blocking.values():
+        assert wrapper._loop is not None
+        wrapper._loop.stop()
 
 
 def _producer(rpc: FakeRpc) -> AsyncProducer:
