@@ -6,7 +6,8 @@ no broker work at all. ReceiveMessage streams ``batch_size`` copies of one prepa
 so a consume run against it measures what streaming the responses alone costs. The stream is
 written as the broker writes it (``dataplane.buffered_stream``: one socket write per receive).
 It runs on the event loop a broker started in the same environment would (``MQ_BROKER_EVENT_LOOP``,
-uvloop unless set), and registers its methods as the broker does (:func:`register`), so the two
+uvloop unless set), with the gRPC core switches such a broker sets (``MQ_BROKER_GRPC_EXPERIMENTS``,
+dataplane/grpc_core.py), and registers its methods as the broker does (:func:`register`), so the two
 are measured on the same stack.
 
 With ``--relay`` it is the framework's floor for the end-to-end runs instead: SendMessage keeps the
@@ -26,14 +27,19 @@ import os
 import sys
 from collections.abc import AsyncIterator
 
-import grpc
-
 from dataplane.config import BrokerSettings
-from dataplane.event_loop import run_on
-from dataplane.wire import add_servicer
-from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
-from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
-from mqcloud.apache.rocketmq.v2 import service_pb2_grpc as svc_grpc
+from dataplane.grpc_core import apply_experiments
+
+# The gRPC core switches a broker node sets for itself, before grpc is imported (the same stack).
+apply_experiments(BrokerSettings().grpc_experiments)
+
+import grpc  # noqa: E402
+
+from dataplane.event_loop import run_on  # noqa: E402
+from dataplane.wire import add_servicer  # noqa: E402
+from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb  # noqa: E402
+from mqcloud.apache.rocketmq.v2 import service_pb2 as svc  # noqa: E402
+from mqcloud.apache.rocketmq.v2 import service_pb2_grpc as svc_grpc  # noqa: E402
 
 
 def prepared_message() -> pb.Message:

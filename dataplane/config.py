@@ -12,6 +12,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dataplane.event_loop import EventLoopKind, uvloop_installed
+from dataplane.grpc_core import DEFAULT_GRPC_EXPERIMENTS
 
 __all__ = ("BrokerSettings", "load_settings")
 
@@ -95,6 +96,10 @@ class BrokerSettings(BaseSettings):
     trace_enabled: bool = True
     # The event loop (dataplane/event_loop.py): uvloop makes every gRPC call cheaper; asyncio to compare.
     event_loop: EventLoopKind = "uvloop"
+    # gRPC C-core experiments set before grpc is imported (dataplane/grpc_core.py): the default keeps
+    # a server's socket I/O on the thread that polls for completions. Empty: grpcio's own defaults.
+    # GRPC_EXPERIMENTS in the environment wins. Applies to nodes started by ``mqctl broker start``.
+    grpc_experiments: str = DEFAULT_GRPC_EXPERIMENTS
     # Freeze the objects alive once the node listens out of the garbage collector's full walks
     # (dataplane/heap.py): then no full collection stalls the loop for long. Off only to compare.
     gc_freeze: bool = True

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 import grpc
 
-from dataplane import buffered_stream
+from dataplane import buffered_stream, grpc_core
 from dataplane.broker import Broker
 from dataplane.config import BrokerSettings
 from dataplane.guard import Guard
@@ -203,6 +203,7 @@ async def run(settings: BrokerSettings, announce: Callable[[str], None] = logger
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     logger.info("event loop: %s.%s", type(loop).__module__, type(loop).__qualname__)
+    logger.info("gRPC core experiments: %s", os.environ.get(grpc_core.ENV) or "grpcio's defaults")
     if not buffered_stream.AVAILABLE:
         logger.warning("this grpcio has no write-buffer hint; each streamed response is its own write")
     for sig in (signal.SIGTERM, signal.SIGINT):

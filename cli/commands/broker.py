@@ -40,7 +40,7 @@ def start(
     from cli.output import abort, info
     from dataplane.config import load_settings
     from dataplane.event_loop import run_on
-    from dataplane.server import configure_logging, run
+    from dataplane.grpc_core import apply_experiments
 
     if metrics_listen is not None and metrics_listen.isdigit() and metrics_listen != "0":
         metrics_listen = f"127.0.0.1:{metrics_listen}"
@@ -55,6 +55,10 @@ def start(
         )
     except (ValidationError, OSError, ValueError) as exc:
         abort(f"invalid broker settings: {exc}", code=2)
+    # before the first import of grpc (dataplane.server's): the core reads them only then
+    apply_experiments(settings.grpc_experiments)
+    from dataplane.server import configure_logging, run
+
     configure_logging(log_level)
 
     try:

@@ -14,6 +14,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from dataplane.grpc_core import DEFAULT_GRPC_EXPERIMENTS
 from mqcloud.admin_client import BrokerAdminClient, BrokerAdminError
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
@@ -431,6 +432,9 @@ def test_forward_to_dead_letter_queue_and_client_termination(
 def test_runs_on_uvloop_by_default(broker: BrokerProcess, admin: BrokerAdminClient, v2: V2) -> None:
     _setup(admin)
     assert any("event loop: uvloop.Loop" in line for line in broker.output), "".join(broker.output)
+    # and with the gRPC core switches set before grpc was imported (dataplane/grpc_core.py)
+    switches = f"gRPC core experiments: {DEFAULT_GRPC_EXPERIMENTS}"
+    assert any(switches in line for line in broker.output), "".join(broker.output)
     assert v2.send("orders", b"on uvloop").status.code == pb.Code.OK
     assert [m.body for m in messages(v2.receive("g1", "orders"))] == [b"on uvloop"]
 
@@ -465,6 +469,17 @@ def test_asyncio_loop_when_configured(tmp_path: Path) -> None:
         assert v2.send("orders", b"on asyncio").status.code == pb.Code.OK
         assert [m.body for m in messages(v2.receive("g1", "orders"))] == [b"on asyncio"]
         assert process.stop(signal.SIGTERM) == 0
+
+
+def test_grpcs_own_defaults_when_the_setting_is_empty(tmp_path: Path) -> None:
+    with (
+        _broker_with(tmp_path, {"MQ_BROKER_GRPC_EXPERIMENTS": ""}) as (process, admin),
+        _client(process) as v2,
+    ):
+        assert any("gRPC core experiments: grpcio's defaults" in line for line in process.output)
+        _setup(admin)
+        assert v2.send("orders", b"on the event engine").status.code == pb.Code.OK
+        assert [m.body for m in messages(v2.receive("g1", "orders"))] == [b"on the event engine"]
 
 
 def test_unknown_event_loop_is_refused(tmp_path: Path) -> None:
