@@ -82,7 +82,9 @@ threads, and the e2e runs' consumers, which use it in a process of their own: gr
 costs about half again as much CPU per received message.
 
 Run: ``uv run python bench/broker_bench.py [--quick] [--json PATH] [--loop uvloop|asyncio]
-[--e2e-consumers N] [--consume-client blocking|aio]``.
+[--e2e-consumers N] [--consume-client blocking|aio]``; ``--calls-only`` runs only the CPU-per-call
+phases, ``--consume-only`` only the consume loops (ROUNDS rounds of 40,000 messages alternating
+between the bare server and ours, medians): quick A/B runs of one path.
 """
 
 from __future__ import annotations
@@ -624,6 +626,29 @@ async def run_calls_only() -> dict[str, Any]:
     return results
 
 
+async def run_consume_only(count: int = 40_000) -> dict[str, Any]:
+    """Only the consume loops, the bare server's and ours, ROUNDS rounds of ``count`` messages in
+    alternation, medians of each figure (``--consume-only``: quick A/B of the receive path)."""
+    port = free_port()
+    bare_argv = [sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(port)]
+    rounds: dict[str, list[dict[str, float]]] = {"grpc_ceiling_": [], "": []}
+    with process(bare_argv, port) as bare, our_broker("async") as (target, pid):
+        # what our rounds consume, and the batches a round's last receives may take beyond its count
+        await produce(target, (count + 4 * 32) * ROUNDS, 64, 8)
+        pair = [("grpc_ceiling_", f"127.0.0.1:{port}", bare.pid), ("", target, pid)]
+        for round_ in range(ROUNDS):
+            for prefix, where, server in pair if round_ % 2 == 0 else pair[::-1]:
+                rounds[prefix].append(await consume_figures(where, server, count, prefix))
+    results: dict[str, Any] = {}
+    for figures in rounds.values():
+        for key in figures[0]:
+            results[key] = statistics.median(f[key] for f in figures)
+    results["consume_vs_grpc_ceiling"] = (
+        results["consume_msgs_per_s"] / results["grpc_ceiling_consume_msgs_per_s"]
+    )
+    return results
+
+
 async def run(quick: bool, e2e_consumers: int = E2E_CONSUMERS) -> dict[str, Any]:
     n_batched = 30_000 if quick else 200_000
     n_single = 5_000 if quick else 40_000
@@ -783,6 +808,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller runs, within 120 s")
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--calls-only", action="store_true", help="only the CPU-per-call phases")
+    parser.add_argument("--consume-only", action="store_true", help="only the consume loops (bare, ours)")
     parser.add_argument(
         "--loop", choices=("uvloop", "asyncio"), default="uvloop", help="the servers' event loop"
     )
@@ -804,11 +830,17 @@ def main() -> None:
     # the broker reads it as its setting; the bare server follows the broker
     os.environ["MQ_BROKER_EVENT_LOOP"] = args.loop
     CONSUME_CLIENT = args.consume_client
-    results = asyncio.run(run_calls_only() if args.calls_only else run(args.quick, args.e2e_consumers))
+    if args.calls_only:
+        results = asyncio.run(run_calls_only())
+    elif args.consume_only:
+        results = asyncio.run(run_consume_only())
+    else:
+        results = asyncio.run(run(args.quick, args.e2e_consumers))
     results["event_loop"] = args.loop
     if not args.calls_only:
-        results["e2e_consumers"] = args.e2e_consumers
         results["consume_client"] = args.consume_client
+    if not (args.calls_only or args.consume_only):
+        results["e2e_consumers"] = args.e2e_consumers
     text = json.dumps(results, indent=2, default=float)
     sys.stdout.write(text + "\n")
     if args.json:
