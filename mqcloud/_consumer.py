@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mqcloud._base import BaseClient, duration
-from mqcloud.ack_batching import AckCoalescer
+from mqcloud.ack_batching import MAX_ACK_ENTRIES, AckCoalescer, check_ack
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from mqcloud.config import ClientConfig, endpoints_key
-from mqcloud.errors import check_status
+from mqcloud.errors import MQClientError, check_status
 from mqcloud.message import FilterExpression, MessageView
 
 __all__ = ("ConsumerBase", "MessageViews", "ack_entry", "changed")
@@ -99,6 +99,32 @@ class ConsumerBase(BaseClient):
     async def _ack_call(self, endpoint: str, request: svc.AckMessageRequest) -> Any:
         return await self.rpc.unary(endpoint, "AckMessage", request)
 
+    def _ack_requests(self, messages: Sequence[MessageView]) -> list[AckBatch]:
+        """One AckMessage request per broker and topic of ``messages`` (per MAX_ACK_ENTRIES of them)."""
+        by_key: dict[tuple[str, str], list[int]] = {}
+        for i, message in enumerate(messages):
+            by_key.setdefault((message.endpoint, message.topic), []).append(i)
+        batches = []
+        for (endpoint, topic), indexes in by_key.items():
+            for at in range(0, len(indexes), MAX_ACK_ENTRIES):
+                chunk = indexes[at : at + MAX_ACK_ENTRIES]
+                entries = [ack_entry(messages[i]) for i in chunk]
+                request = svc.AckMessageRequest(
+                    group=self._group(), topic=self.resource(topic), entries=entries
+                )
+                batches.append(AckBatch(endpoint, request, chunk))
+        return batches
+
+    async def ack_all(self, messages: Sequence[MessageView]) -> list[MQClientError | None]:
+        """Acknowledge ``messages`` in one AckMessage call per broker and topic (of up to 256 each)
+        rather than a call per message. Returns, in the order of ``messages``, None for each message
+        acked and the error for each the broker refused (a stale receipt handle, say); a call that
+        fails as a whole (the broker unreachable) raises its error."""
+        outcomes: list[MQClientError | None] = [None] * len(messages)
+        for batch in self._ack_requests(messages):
+            batch.settle(await self.rpc.unary(batch.endpoint, "AckMessage", batch.request), outcomes)
+        return outcomes
+
     async def shutdown(self) -> None:
         if self._acks is not None:  # acks under way are answered before the channels close
             await self._acks.close()
@@ -134,6 +160,25 @@ class MessageViews:
             check_status(resp.status)
         elif which == "message":
             self.messages.append(MessageView.from_pb(resp.message, self.endpoint))
+
+
+class AckBatch:
+    """One AckMessage call of ``ack_all``: its endpoint, its request, and the indexes of its
+    entries' messages in the caller's list."""
+
+    __slots__ = ("endpoint", "indexes", "request")
+
+    def __init__(self, endpoint: str, request: svc.AckMessageRequest, indexes: list[int]) -> None:
+        self.endpoint, self.request, self.indexes = endpoint, request, indexes
+
+    def settle(self, response: svc.AckMessageResponse, outcomes: list[MQClientError | None]) -> None:
+        """Put each entry's outcome (:func:`check_ack`) at its message's index in ``outcomes``."""
+        count = len(self.indexes)
+        for n, i in enumerate(self.indexes):
+            try:
+                check_ack(response, n, count)
+            except MQClientError as exc:
+                outcomes[i] = exc
 
 
 def ack_entry(message: MessageView) -> svc.AckMessageEntry:

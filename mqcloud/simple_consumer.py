@@ -5,7 +5,7 @@ blocking."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from mqcloud._consumer import ConsumerBase, MessageViews, ack_entry, changed
 from mqcloud._loop import BlockingClient
@@ -13,7 +13,7 @@ from mqcloud.ack_batching import check_ack
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from mqcloud.config import ClientConfig, endpoints_key
-from mqcloud.errors import ForbiddenError, IllegalStateError
+from mqcloud.errors import ForbiddenError, IllegalStateError, MQClientError
 from mqcloud.message import FilterExpression, MessageView
 from mqcloud.route import TopicRoute
 
@@ -117,12 +117,22 @@ class SimpleConsumer(BlockingClient[AsyncSimpleConsumer]):
         return views.messages
 
     def ack(self, message: MessageView) -> None:
-        """Acknowledge one message in a call of its own (the asyncio flavour coalesces concurrent acks)."""
+        """Acknowledge one message in a call of its own (the asyncio flavour coalesces concurrent acks;
+        :meth:`ack_all` acks many in one call)."""
         calls, core = self._direct(), self.core
         req = svc.AckMessageRequest(
             group=core._group(), topic=core.resource(message.topic), entries=[ack_entry(message)]
         )
         check_ack(calls.unary(message.endpoint, "AckMessage", req), 0, 1)
+
+    def ack_all(self, messages: Sequence[MessageView]) -> list[MQClientError | None]:
+        """Acknowledge ``messages`` in one call per broker and topic (see
+        :meth:`AsyncSimpleConsumer.ack_all`): None for each acked, the error for each refused."""
+        calls, core = self._direct(), self.core
+        outcomes: list[MQClientError | None] = [None] * len(messages)
+        for batch in core._ack_requests(messages):
+            batch.settle(calls.unary(batch.endpoint, "AckMessage", batch.request), outcomes)
+        return outcomes
 
     def change_invisible_duration(self, message: MessageView, seconds: float) -> None:
         calls, core = self._direct(), self.core

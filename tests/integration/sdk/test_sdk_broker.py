@@ -368,6 +368,23 @@ async def test_push_consumer_retries_a_lost_receive_with_its_attempt_id(env: Env
     assert len(seen) == len(set(seen)) == total
 
 
+async def _received_async(c: AsyncSimpleConsumer, count: int, max_messages: int = 16) -> list[MessageView]:
+    """Receive until ``count`` messages came (20 s at most), each invisible for 60 s."""
+    got: list[MessageView] = []
+    deadline = time.monotonic() + 20
+    while len(got) < count and time.monotonic() < deadline:
+        got += await c.receive(max_messages, 60)
+    return got
+
+
+def _received(c: SimpleConsumer, count: int) -> list[MessageView]:
+    got: list[MessageView] = []
+    deadline = time.monotonic() + 20
+    while len(got) < count and time.monotonic() < deadline:
+        got += c.receive(16, 30)
+    return got
+
+
 async def test_acks_of_one_call_fail_alone(env: Env) -> None:
     """Acks sent together each get their own answer: a stale handle among them fails that ack only."""
     async with (
@@ -375,15 +392,66 @@ async def test_acks_of_one_call_fail_alone(env: Env) -> None:
         AsyncSimpleConsumer(env.config, env.group, {env.topic: "*"}, await_duration=2) as c,
     ):
         await p.send_batch([Message(env.topic, f"s{i}".encode()) for i in range(10)])
-        got: list[MessageView] = []
-        deadline = time.monotonic() + 20
-        while len(got) < 10 and time.monotonic() < deadline:
-            got += await c.receive(16, 30)
+        got = await _received_async(c, 10)
         # the first ack leaves alone; the rest, with the first message's handle again, go together
         results = await asyncio.gather(*(c.ack(m) for m in [*got, got[0]]), return_exceptions=True)
     assert results[:10] == [None] * 10
     assert isinstance(results[10], BadRequestError)
     assert results[10].code == pb.Code.INVALID_RECEIPT_HANDLE
+    stats = env.admin.group_stats(f"{NAMESPACE}%{env.group}", f"{NAMESPACE}%{env.topic}")
+    assert stats.in_flight == 0 and stats.lag_messages == 0
+
+
+def test_ack_all_acks_a_receive_in_one_call_and_answers_each_message(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with (
+        Producer(env.config, [env.topic]) as p,
+        SimpleConsumer(env.config, env.group, {env.topic: "*"}, await_duration=2) as c,
+    ):
+        sent = {r.message_id for r in p.send_batch([Message(env.topic, f"a{i}".encode()) for i in range(12)])}
+        got = _received(c, 12)
+        assert {m.message_id for m in got} == sent
+        c.ack(got[0])  # its handle is used up: ack_all's answer for it is a refusal of its own
+        calls = c._direct()
+        made: list[str] = []
+        unary = calls.unary
+
+        def counted(endpoint: str, method: str, request: Any, deadline: float | None = None) -> Any:
+            made.append(method)
+            return unary(endpoint, method, request, deadline)
+
+        monkeypatch.setattr(calls, "unary", counted)
+        outcomes = c.ack_all(got)
+        assert made == ["AckMessage"]  # one call for the twelve (one broker, one topic)
+        assert outcomes[1:] == [None] * 11
+        assert isinstance(outcomes[0], BadRequestError)
+        assert outcomes[0].code == pb.Code.INVALID_RECEIPT_HANDLE
+        assert c.receive(16, 3) == []
+    stats = env.admin.group_stats(f"{NAMESPACE}%{env.group}", f"{NAMESPACE}%{env.topic}")
+    assert stats.in_flight == 0 and stats.lag_messages == 0
+
+
+async def test_async_ack_all_takes_a_call_per_256_messages(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with (
+        AsyncProducer(env.config, [env.topic]) as p,
+        AsyncSimpleConsumer(env.config, env.group, {env.topic: "*"}, await_duration=2) as c,
+    ):
+        await p.send_batch([Message(env.topic, f"b{i}".encode()) for i in range(300)])
+        got = await _received_async(c, 300, max_messages=32)
+        assert len({m.message_id for m in got}) == 300
+        sizes: list[int] = []
+        unary = c.rpc.unary
+
+        async def counted(endpoint: str, method: str, request: Any, deadline: float | None = None) -> Any:
+            if method == "AckMessage":  # (heartbeats go through here too)
+                sizes.append(len(request.entries))
+            return await unary(endpoint, method, request, deadline)
+
+        monkeypatch.setattr(c.rpc, "unary", counted)
+        assert await c.ack_all(got) == [None] * 300
+        assert sizes == [256, 44]
+        assert await c.receive(32, 3) == []
     stats = env.admin.group_stats(f"{NAMESPACE}%{env.group}", f"{NAMESPACE}%{env.topic}")
     assert stats.in_flight == 0 and stats.lag_messages == 0
 
