@@ -146,6 +146,12 @@ RATIOS = (
         "blocking_consume_msgs_per_s",
         "loop_consume_msgs_per_s",
     ),
+    Ratio(
+        "sdk_bench",
+        "ratios.ack_all_vs_ack_consume",
+        "ack_all_consume_msgs_per_s",
+        "blocking_consume_msgs_per_s",
+    ),
 )
 
 # Single figures with a target of their own.

@@ -14,8 +14,10 @@ thread, 1 KiB messages, in alternating rounds (medians of ``ROUNDS``):
                                  bare blocking stub: what gRPC alone costs this client per call
 - ``blocking_consume_msgs_per_s`` / ``loop_consume_msgs_per_s``   ``SimpleConsumer.receive`` of 32,
                                  then ``ack`` of each message, on this thread or through the loop
+- ``ack_all_consume_msgs_per_s``  the same receive, then one ``ack_all`` of the 32 (one AckMessage)
 - ``ratios``: ``blocking_vs_loop_send`` and ``blocking_vs_loop_consume`` (rates), ``blocking_send_vs_stub``
-                                 (rate over the bare stub's)
+                                 (rate over the bare stub's), ``ack_all_vs_ack_consume`` (ack_all's
+                                 consume rate over one ack per message's)
 
     uv run python -m bench.sdk_bench [--quick] [--json PATH]
 """
@@ -89,7 +91,7 @@ def _sends(target: str, calls: int) -> dict[str, list[tuple[float, float]]]:
 
 def _consumes(target: str, count: int) -> dict[str, list[tuple[float, float]]]:
     """Receive-and-ack through the blocking consumer, each way in turn (the messages were sent)."""
-    out: dict[str, list[tuple[float, float]]] = {"blocking": [], "loop": []}
+    out: dict[str, list[tuple[float, float]]] = {"blocking": [], "loop": [], "ack_all": []}
     with SimpleConsumer(ClientConfig(target), GROUP, {TOPIC: "*"}, await_duration=2) as consumer:
         core, lt = consumer.core, consumer._lt()
 
@@ -105,7 +107,14 @@ def _consumes(target: str, count: int) -> dict[str, list[tuple[float, float]]]:
                 lt.run(core.ack(m))
             return len(got)
 
-        ways = [("blocking", blocking), ("loop", loop)]
+        def ack_all() -> int:
+            got = consumer.receive(BATCH, 60)
+            refused = [e for e in consumer.ack_all(got) if e is not None]
+            if refused:
+                raise RuntimeError(f"ack_all refused {len(refused)} of {len(got)}: {refused[0]}")
+            return len(got)
+
+        ways = [("blocking", blocking), ("loop", loop), ("ack_all", ack_all)]
         for round_ in range(ROUNDS):
             for way, one in ways if round_ % 2 == 0 else ways[::-1]:
                 out[way].append(_timed(count, one))
@@ -118,9 +127,9 @@ def run(quick: bool) -> dict[str, Any]:
     results: dict[str, Any] = {}
     with our_broker("async") as (target, _):
         sends = _sends(target, calls)
-        # what the consume rounds take: 2 ways x ROUNDS, plus what the sends' rounds left stored
+        # what the consume rounds take: 3 ways x ROUNDS, plus what the sends' rounds left stored
         stored = (calls // 10 + calls * ROUNDS) * 3
-        if stored < 2 * ROUNDS * consumed:
+        if stored < 3 * ROUNDS * consumed:
             raise RuntimeError("the send rounds stored too few messages for the consume rounds")
         consumes = _consumes(target, consumed)
     for way, samples in sends.items():
@@ -139,6 +148,7 @@ def run(quick: bool) -> dict[str, Any]:
         "blocking_vs_loop_send": ratio("blocking_send_calls_per_s", "loop_send_calls_per_s"),
         "blocking_send_vs_stub": ratio("blocking_send_calls_per_s", "stub_send_calls_per_s"),
         "blocking_vs_loop_consume": ratio("blocking_consume_msgs_per_s", "loop_consume_msgs_per_s"),
+        "ack_all_vs_ack_consume": ratio("ack_all_consume_msgs_per_s", "blocking_consume_msgs_per_s"),
     }
     return results
 
