@@ -628,7 +628,8 @@ async def run_calls_only() -> dict[str, Any]:
 
 async def run_consume_only(count: int = 40_000) -> dict[str, Any]:
     """Only the consume loops, the bare server's and ours, ROUNDS rounds of ``count`` messages in
-    alternation, medians of each figure (``--consume-only``: quick A/B of the receive path)."""
+    alternation: the median of each figure, and every round's in ``<figure>_rounds``
+    (``--consume-only``: quick A/B of the receive path)."""
     port = free_port()
     bare_argv = [sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(port)]
     rounds: dict[str, list[dict[str, float]]] = {"grpc_ceiling_": [], "": []}
@@ -643,6 +644,7 @@ async def run_consume_only(count: int = 40_000) -> dict[str, Any]:
     for figures in rounds.values():
         for key in figures[0]:
             results[key] = statistics.median(f[key] for f in figures)
+            results[f"{key}_rounds"] = [round(f[key], 2) for f in figures]
     results["consume_vs_grpc_ceiling"] = (
         results["consume_msgs_per_s"] / results["grpc_ceiling_consume_msgs_per_s"]
     )

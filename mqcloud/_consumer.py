@@ -80,7 +80,7 @@ class ConsumerBase(BaseClient):
 
     async def _receive(self, queue: pb.MessageQueue, req: svc.ReceiveMessageRequest) -> list[MessageView]:
         """The messages of one receive from ``queue`` (``req``: from :meth:`_receive_request`)."""
-        views = MessageViews(_ep(queue))
+        views = MessageViews(queue)
         deadline = self._receive_deadline(req)
         async for resp in self.rpc.server_stream(views.endpoint, "ReceiveMessage", req, deadline):
             views.take(resp)
@@ -148,10 +148,11 @@ class ConsumerBase(BaseClient):
 
 
 class MessageViews:
-    """The messages of one ReceiveMessage stream, taken response by response (its status checked)."""
+    """The messages of one ReceiveMessage stream from ``queue``, taken response by response (its
+    status checked); ``endpoint`` is the broker's, where they are acked."""
 
-    def __init__(self, endpoint: str) -> None:
-        self.endpoint = endpoint
+    def __init__(self, queue: pb.MessageQueue) -> None:
+        self.endpoint = _ep(queue)
         self.messages: list[MessageView] = []
 
     def take(self, resp: svc.ReceiveMessageResponse) -> None:

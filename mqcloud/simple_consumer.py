@@ -7,12 +7,11 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
-from mqcloud._consumer import ConsumerBase, MessageViews, ack_entry, changed
+from mqcloud._consumer import ConsumerBase, MessageViews, changed
 from mqcloud._loop import BlockingClient
-from mqcloud.ack_batching import check_ack
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
-from mqcloud.config import ClientConfig, endpoints_key
+from mqcloud.config import ClientConfig
 from mqcloud.errors import ForbiddenError, IllegalStateError, MQClientError
 from mqcloud.message import FilterExpression, MessageView
 from mqcloud.route import TopicRoute
@@ -69,17 +68,20 @@ class AsyncSimpleConsumer(ConsumerBase):
             raise ForbiddenError(f"topic {topic} has no readable queue", 40300)
         return queues[next(self._queue_rr) % len(queues)]
 
+    def _request_for(
+        self, topic: str, queue: pb.MessageQueue, max_messages: int, invisible_duration: float
+    ) -> svc.ReceiveMessageRequest:
+        """A receive's request from ``queue`` with ``topic``'s filter and this consumer's long poll."""
+        return self._receive_request(
+            queue, self.subscriptions[topic], max_messages, invisible_duration, self.await_duration
+        )
+
     async def receive(self, max_messages: int = 16, invisible_duration: float = 15.0) -> list[MessageView]:
         """Long-poll for up to ``max_messages``; each stays invisible to others for
         ``invisible_duration`` seconds unless acked. Returns ``[]`` when nothing arrived."""
         topic = self._next_topic()
         queue = self._next_queue(topic, await self._route(topic))
-        return await self._receive(
-            queue,
-            self._receive_request(
-                queue, self.subscriptions[topic], max_messages, invisible_duration, self.await_duration
-            ),
-        )
+        return await self._receive(queue, self._request_for(topic, queue, max_messages, invisible_duration))
 
 
 class SimpleConsumer(BlockingClient[AsyncSimpleConsumer]):
@@ -108,10 +110,8 @@ class SimpleConsumer(BlockingClient[AsyncSimpleConsumer]):
         topic = core._next_topic()
         route = core.routes.peek(topic) or self._lt().run(core._route(topic))
         queue = core._next_queue(topic, route)
-        req = core._receive_request(
-            queue, core.subscriptions[topic], max_messages, invisible_duration, core.await_duration
-        )
-        views = MessageViews(endpoints_key(queue.broker.endpoints))
+        req = core._request_for(topic, queue, max_messages, invisible_duration)
+        views = MessageViews(queue)
         for resp in calls.server_stream(views.endpoint, "ReceiveMessage", req, core._receive_deadline(req)):
             views.take(resp)
         return views.messages
@@ -119,11 +119,9 @@ class SimpleConsumer(BlockingClient[AsyncSimpleConsumer]):
     def ack(self, message: MessageView) -> None:
         """Acknowledge one message in a call of its own (the asyncio flavour coalesces concurrent acks;
         :meth:`ack_all` acks many in one call)."""
-        calls, core = self._direct(), self.core
-        req = svc.AckMessageRequest(
-            group=core._group(), topic=core.resource(message.topic), entries=[ack_entry(message)]
-        )
-        check_ack(calls.unary(message.endpoint, "AckMessage", req), 0, 1)
+        (refused,) = self.ack_all([message])
+        if refused is not None:
+            raise refused
 
     def ack_all(self, messages: Sequence[MessageView]) -> list[MQClientError | None]:
         """Acknowledge ``messages`` in one call per broker and topic (see

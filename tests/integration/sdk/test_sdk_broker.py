@@ -427,6 +427,10 @@ def test_ack_all_acks_a_receive_in_one_call_and_answers_each_message(
         assert outcomes[1:] == [None] * 11
         assert isinstance(outcomes[0], BadRequestError)
         assert outcomes[0].code == pb.Code.INVALID_RECEIPT_HANDLE
+        # a single ack of a used-up handle raises its refusal
+        with pytest.raises(BadRequestError) as refused:
+            c.ack(got[1])
+        assert refused.value.code == pb.Code.INVALID_RECEIPT_HANDLE
         assert c.receive(16, 3) == []
     stats = env.admin.group_stats(f"{NAMESPACE}%{env.group}", f"{NAMESPACE}%{env.topic}")
     assert stats.in_flight == 0 and stats.lag_messages == 0
