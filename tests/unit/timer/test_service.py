@@ -18,6 +18,7 @@ from dataplane.timer import (
     TimerMessageStore,
     to_timer_message,
 )
+from dataplane.timer import service as timer_service
 
 TOPIC = "ns%delayed"
 
@@ -275,9 +276,14 @@ class _WakingCountingStore(_CountingStore):
         self._store.add_dispatch_listener(listener)  # type: ignore[arg-type]
 
 
-def test_a_woken_dispatcher_lets_the_send_path_hand_over_first(store: MessageStore, tmp_path: Path) -> None:
+def test_a_woken_dispatcher_lets_the_send_path_hand_over_first(
+    store: MessageStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Under SYNC_FLUSH the send path calls accepted() only after the group commit, while the store
     wakes the dispatcher at once: the dispatcher waits a moment so it need not read them back."""
+    # a wait far longer than the test's own "group commit", so a loaded CI machine that stretches
+    # the 5 ms sleep still hands over first; without the wait the dispatcher reads them back at once
+    monkeypatch.setattr(timer_service, "_DISPATCH_DELAY_S", 0.5)
     counting = _WakingCountingStore(store)
     timers = TimerMessageStore(counting, tmp_path / "timer", max_delay_ms=60_000, checkpoint_interval_ms=200)
     timers.start()
