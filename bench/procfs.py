@@ -1,12 +1,12 @@
-"""CPU time and context switches of another process, from ``/proc`` (Linux), for the benches that
-weigh a server's work."""
+"""CPU time and context switches of another process, and the machine's stolen CPU time, from ``/proc``
+(Linux), for the benches that weigh a server's work."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-__all__ = ("context_switches", "cpu_seconds")
+__all__ = ("context_switches", "cpu_seconds", "machine_cpu_times", "steal_share")
 
 
 def cpu_seconds(pid: int | None) -> float:
@@ -37,3 +37,23 @@ def context_switches(pid: int | None) -> int:
             if "ctxt_switches:" in line:
                 total += int(line.split()[1])
     return total
+
+
+def machine_cpu_times() -> list[int]:
+    """The machine's CPU time so far by kind (``/proc/stat``'s ``cpu`` line, in clock ticks: user,
+    nice, system, idle, iowait, irq, softirq, steal, ...); empty where there is no ``/proc/stat``."""
+    try:
+        return [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return []
+
+
+def steal_share(before: list[int], after: list[int]) -> float:
+    """The share of the machine's CPU time between two :func:`machine_cpu_times` readings that the
+    hypervisor took for others (steal): the vCPUs wanted to run and did not. On a shared VM a slow
+    stretch shows here, for our runs and the peers' alike."""
+    if len(before) < 8 or len(after) < 8:
+        return 0.0
+    spent = [b - a for a, b in zip(before, after, strict=False)]
+    total = sum(spent[:8])  # guest time is counted in user and nice already
+    return spent[7] / total if total > 0 else 0.0

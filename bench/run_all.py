@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench import report  # noqa: E402
+from bench.procfs import machine_cpu_times, steal_share  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 
@@ -78,6 +79,7 @@ def run_one(name: str, flags: list[str]) -> dict[str, Any] | None:
     )
     print(f"== {command}", flush=True)
     load_before = os.getloadavg()[0]
+    times_before = machine_cpu_times()
     started = datetime.now(UTC)
     began = time.monotonic()
     code = subprocess.run(argv, cwd=REPO, check=False).returncode
@@ -92,6 +94,8 @@ def run_one(name: str, flags: list[str]) -> dict[str, Any] | None:
         "seconds": round(seconds, 1),
         "load_before": round(load_before, 2),
         "load_after": round(os.getloadavg()[0], 2),
+        # the hypervisor's share of the run's CPU time (bench/procfs.py): a slow stretch of the VM
+        "steal_share": round(steal_share(times_before, machine_cpu_times()), 3),
         "machine": machine(),
         "figures": json.loads(out.read_text()),
     }
