@@ -62,10 +62,10 @@ Figures (``--json PATH`` writes them):
                                  consumed per round (66,666 without --quick), and NATS JetStream's
                                  publish and consume of 5,000 (26,666), a new stream each round,
                                  sit between ours, not minutes after them
-- (grpc_ceiling_)consume_steal_share / nats_steal_share / (grpc_ceiling_)e2e_steal_share   the share
-                                 of the machine's CPU time the hypervisor took for others during
-                                 those runs (medians over the rounds; bench/procfs.py): this VM has
-                                 slow stretches, and they show here
+- (grpc_ceiling_)consume_steal_share / nats_steal_share / (grpc_ceiling_)e2e_steal_share   of the
+                                 CPU time the machine's vCPUs wanted during those runs, the share
+                                 the hypervisor gave to others (steal; medians over the rounds;
+                                 bench/procfs.py): this VM has slow stretches, and they show here
 - broker_receive_us_per_msg / broker_ack_us_per_msg / broker_trace_us_per_msg   the broker's own
                                  work per consumed message in that loop, timed in-process with no
                                  gRPC (bench/broker_work.py): the broker's part of
@@ -643,7 +643,7 @@ def medians(rounds: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
 
 async def nats_figures(count: int) -> dict[str, float]:
     """NATS JetStream's publish (acked, 512 in flight) and consume of ``count`` messages, a new
-    stream; and the hypervisor's share of the machine's CPU time meanwhile (``nats_steal_share``)."""
+    stream; and the share of the CPU time wanted meanwhile that the hypervisor took (``nats_steal_share``)."""
     times = machine_cpu_times()
     rate, stream = await peers.nats_publish(count, BODY, in_flight=512)
     consumed = await peers.nats_consume(stream, count)

@@ -49,11 +49,12 @@ def machine_cpu_times() -> list[int]:
 
 
 def steal_share(before: list[int], after: list[int]) -> float:
-    """The share of the machine's CPU time between two :func:`machine_cpu_times` readings that the
-    hypervisor took for others (steal): the vCPUs wanted to run and did not. On a shared VM a slow
-    stretch shows here, for our runs and the peers' alike."""
+    """Of the CPU time the machine's vCPUs wanted between two :func:`machine_cpu_times` readings (all
+    but idle and iowait), the share the hypervisor gave to others instead (steal). On a shared VM a
+    slow stretch shows here, for our runs and the peers' alike. Taken over wanted time, not over all
+    time: a busier run would otherwise show more steal for being busier."""
     if len(before) < 8 or len(after) < 8:
         return 0.0
     spent = [b - a for a, b in zip(before, after, strict=False)]
-    total = sum(spent[:8])  # guest time is counted in user and nice already
-    return spent[7] / total if total > 0 else 0.0
+    wanted = sum(spent[:8]) - spent[3] - spent[4]  # guest time is counted in user and nice already
+    return spent[7] / wanted if wanted > 0 else 0.0

@@ -310,7 +310,7 @@ def render(records: list[dict[str, Any]], charts: dict[str, str], harnesses: Ite
         name = record["bench"]
         load_note = f"load average {record['load_before']} before, {record['load_after']} after"
         if "steal_share" in record:  # records before 2026-12-06 have none
-            load_note += f", {record['steal_share']:.1%} of the CPU time stolen by the hypervisor"
+            load_note += f", {record['steal_share']:.1%} of the CPU time it wanted stolen by the hypervisor"
         out += [
             f"### {name}",
             "",

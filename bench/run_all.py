@@ -94,7 +94,7 @@ def run_one(name: str, flags: list[str]) -> dict[str, Any] | None:
         "seconds": round(seconds, 1),
         "load_before": round(load_before, 2),
         "load_after": round(os.getloadavg()[0], 2),
-        # the hypervisor's share of the run's CPU time (bench/procfs.py): a slow stretch of the VM
+        # the share of the CPU time the VM wanted that the hypervisor took (bench/procfs.py): a slow stretch
         "steal_share": round(steal_share(times_before, machine_cpu_times()), 3),
         "machine": machine(),
         "figures": json.loads(out.read_text()),

@@ -8,20 +8,13 @@ from bench import procfs
 BEFORE = [1000, 0, 200, 5000, 10, 0, 5, 300, 0, 0]
 
 
-def test_steal_share_is_the_stolen_part_of_the_time_spent_between_two_readings() -> None:
-    after = [
-        1400,
-        0,
-        300,
-        5400,
-        10,
-        0,
-        5,
-        400,
-        50,
-        0,
-    ]  # 1,000 ticks: 400 user, 100 system, 400 idle, 100 stolen
-    assert procfs.steal_share(BEFORE, after) == 0.1
+def test_steal_share_is_the_stolen_part_of_the_time_the_vcpus_wanted() -> None:
+    # 1,000 ticks: 400 user, 100 system, 350 idle, 50 iowait, 100 stolen: 600 wanted, 100 of them stolen
+    after = [1400, 0, 300, 5350, 60, 0, 5, 400, 50, 0]
+    assert procfs.steal_share(BEFORE, after) == 100 / 600
+    # the same stolen ticks on a busier machine are a smaller share of what it wanted
+    busier = [1550, 0, 350, 5200, 10, 0, 5, 400, 0, 0]
+    assert procfs.steal_share(BEFORE, busier) == 100 / 800
     quiet = [1500, 0, 300, 5500, 10, 0, 5, 300, 0, 0]
     assert procfs.steal_share(BEFORE, quiet) == 0.0
 

@@ -105,7 +105,8 @@ def test_main_renders_the_section_and_charts_and_keeps_the_hand_written_text(tmp
     assert "`uv run python -m bench.store_bench --quick --json bench/results/store_bench.json`" in section
     assert "2 cores, 23.5 GiB memory, AMD EPYC (x86_64), kernel 6.18.44" in section
     # the hypervisor's share of a run's CPU time, where the record has it (older ones do not)
-    assert "load average 1.5 before, 2.25 after, 8.4% of the CPU time stolen by the hypervisor." in section
+    stolen = "8.4% of the CPU time it wanted stolen by the hypervisor."
+    assert f"load average 1.5 before, 2.25 after, {stolen}" in section
     assert section.count("stolen by the hypervisor") == 1
     # harnesses of bench/ without a record are named, not silently left out
     missing = next(line for line in section.splitlines() if line.startswith("Not measured"))
