@@ -70,6 +70,9 @@ Figures (``--json PATH`` writes them):
                                  work per consumed message in that loop, timed in-process with no
                                  gRPC (bench/broker_work.py): the broker's part of
                                  consume_cpu_us_per_msg, steadier than the end-to-end figures
+- broker_send_cold_us_per_call / broker_receive_cold_us_per_msg / broker_ack_cold_us_per_msg
+                                 the same handlers with the core's caches evicted before each call,
+                                 as a server's own work between calls evicts them (bench/broker_work.py)
 - broker_pop_compaction_ms        how long a POP journal compaction holds the broker's event loop
                                  with 20,000 messages in flight (bench/broker_work.py)
 - broker_send_us_per_call / broker_send_batched_us_per_msg   the broker's own work per

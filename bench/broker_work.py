@@ -20,8 +20,17 @@ than it moves a rate):
                                  answer serialized; what ``produce_single_msgs_per_s`` pays on top
                                  of the bare server's call
 - ``broker_send_batched_us_per_msg``  the same per message of 64-message requests
+- ``broker_send_cold_us_per_call`` / ``broker_receive_cold_us_per_msg`` / ``broker_ack_cold_us_per_msg``
+                                 the same handlers with the core's caches evicted before each call
+                                 (:class:`CacheEvictor`), as a server's own work between two calls
+                                 (gRPC's, the event loop's) evicts them: a call that runs back to
+                                 back with the previous one finds its code and data in the caches,
+                                 a call in a server does not. In the server the send handler took
+                                 about twice the back-to-back figure, close to this one
+                                 (docs/benchmarks.md, "Handlers in a server run with cold caches")
 
-Their sum is the broker's part of a consumed message's CPU, the rest of ``consume_cpu_us_per_msg``
+The back-to-back figures show a change's effect within a run; the cold ones what it saves in a
+server. Their sum is the broker's part of a consumed message's CPU, the rest of ``consume_cpu_us_per_msg``
 is gRPC's (a few percent of it is the interceptor's admission and metering, not timed here). It is
 the figure to watch when working on the consume path: a change shows here within a run.
 
@@ -59,9 +68,24 @@ from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 
-__all__ = ("HandlerCall", "broker_send_figures", "broker_work_figures")
+__all__ = ("CacheEvictor", "HandlerCall", "broker_send_figures", "broker_work_figures")
 
 BATCH = 32  # as broker_bench's consume loop
+COLD_SHARE = 8  # the cold figures take 1/8 of --count: each call is preceded by a copy of many MiB
+
+
+class CacheEvictor:
+    """Copies a buffer of several times the core's L2 cache (8 MiB at least) when called: what the
+    caller ran before is evicted from the core's caches, as other work between two calls evicts it."""
+
+    def __init__(self) -> None:
+        l2 = os.sysconf("SC_LEVEL2_CACHE_SIZE") if "SC_LEVEL2_CACHE_SIZE" in os.sysconf_names else 0
+        size = max(8 << 20, 4 * max(l2, 0))
+        self._source = bytes(size)
+        self._target = bytearray(size)
+
+    def __call__(self) -> None:
+        self._target[:] = self._source
 
 
 class HandlerCall:
@@ -120,14 +144,17 @@ def _fill(broker: Broker, count: int) -> None:
         )
 
 
-async def _cycles(broker: Broker, count: int) -> tuple[float, float, int]:
-    """Receive and ack until ``count`` messages went through; the seconds in each handler."""
+async def _cycles(broker: Broker, count: int, evict: CacheEvictor | None = None) -> tuple[float, float, int]:
+    """Receive and ack until ``count`` messages went through; the seconds in each handler (``evict``:
+    called before each, out of the timed part)."""
     request = receive_request(GROUP, TOPIC, BATCH, 60)  # the consume loop's receive
     call: Any = HandlerCall()
     clock = time.thread_time  # CPU of this thread: what a neighbour takes of the machine is not counted
     receiving = acking = 0.0
     done = 0
     while done < count:
+        if evict is not None:
+            evict()
         started = clock()
         frames = [frame async for frame in consume.receive_message(broker, request, call, "")]
         receiving += clock() - started
@@ -148,6 +175,8 @@ async def _cycles(broker: Broker, count: int) -> tuple[float, float, int]:
                 for m in received
             ],
         )
+        if evict is not None:
+            evict()
         started = clock()
         answer = consume.ack_message(broker, ack, "")
         acking += clock() - started
@@ -168,12 +197,14 @@ async def broker_work_figures(count: int = 32_000, data_dir: Path | None = None)
         broker.tracer.stop()  # no flushes on its own schedule: the timed one below writes every event
         broker.metadata.create_topic(TopicConfig(name=TOPIC, queue_count=QUEUES))
         broker.metadata.create_group(GroupConfig(name=GROUP))
-        _fill(broker, count)
+        cold_count = max(count // COLD_SHARE, BATCH)
+        _fill(broker, count + cold_count)
         await broker.tracer.flush_async()  # the puts' own events are not the consume path's
         receiving, acking, done = await _cycles(broker, count)
         started = time.thread_time()
         await broker.tracer.flush_async()
         tracing = time.thread_time() - started
+        cold_receiving, cold_acking, cold_done = await _cycles(broker, cold_count, CacheEvictor())
         assert broker.pop is not None
         in_flight = sum(len(broker.pop.position(GROUP, TOPIC, q).in_flight) for q in range(QUEUES))
         # before the directory goes (it was measured after, and left a directory behind per run)
@@ -188,14 +219,17 @@ async def broker_work_figures(count: int = 32_000, data_dir: Path | None = None)
         "broker_receive_us_per_msg": receiving / done * 1e6,
         "broker_ack_us_per_msg": acking / done * 1e6,
         "broker_trace_us_per_msg": tracing / done * 1e6,
+        "broker_receive_cold_us_per_msg": cold_receiving / cold_done * 1e6,
+        "broker_ack_cold_us_per_msg": cold_acking / cold_done * 1e6,
         "broker_work_in_flight_after": float(in_flight),
     }
 
 
-async def _send_us(broker: Broker, calls: int, per_call: int) -> float:
+async def _send_us(broker: Broker, calls: int, per_call: int, evict: CacheEvictor | None = None) -> float:
     """CPU microseconds of this thread per SendMessage call of ``per_call`` messages, through the
-    handler registered as the server registers it, response serialization included. Raises when
-    the store does not hold every message sent (the warm-up's included)."""
+    handler registered as the server registers it, response serialization included (``evict``:
+    called before each call, out of the timed part). Raises when the store does not hold every
+    message sent (the warm-up's included)."""
     handlers = _Handlers()
     guard = Guard(broker)
     add_servicer(
@@ -217,15 +251,17 @@ async def _send_us(broker: Broker, calls: int, per_call: int) -> float:
     guard.start()
     try:
         clock = time.thread_time
-        started = 0.0
+        spent = 0.0
         for i, raw in enumerate(raws):
-            if i == warm:
-                started = clock()
+            if evict is not None:
+                evict()
+            started = clock()
             answer = await behavior(raw, call)
             serialize(answer)
+            if i >= warm:
+                spent += clock() - started
             if answer.status.code != pb.Code.OK:
                 raise RuntimeError(f"send refused: {answer.status}")
-        spent = clock() - started
         stored = sum(broker.store.get_max_offset_in_queue(TOPIC, q) for q in range(QUEUES))
         if stored != len(raws) * per_call:
             raise RuntimeError(f"{len(raws) * per_call} messages sent, {stored} stored")
@@ -235,19 +271,22 @@ async def _send_us(broker: Broker, calls: int, per_call: int) -> float:
 
 
 async def broker_send_figures(count: int = 32_000) -> dict[str, float]:
-    """``broker_send_us_per_call`` (``count`` single-message calls) and
-    ``broker_send_batched_us_per_msg`` (``count`` messages, 64 per call), each on a new broker."""
+    """``broker_send_us_per_call`` (``count`` single-message calls),
+    ``broker_send_batched_us_per_msg`` (``count`` messages, 64 per call) and
+    ``broker_send_cold_us_per_call`` (an eighth of ``count`` single-message calls, caches evicted
+    before each), each on a new broker."""
     figures: dict[str, float] = {}
-    for key, per_call, calls in (
-        ("broker_send_us_per_call", 1, count),
-        ("broker_send_batched_us_per_msg", 64, max(count // 64, 1)),
+    for key, per_call, calls, evict in (
+        ("broker_send_us_per_call", 1, count, None),
+        ("broker_send_batched_us_per_msg", 64, max(count // 64, 1), None),
+        ("broker_send_cold_us_per_call", 1, max(count // COLD_SHARE, 1), CacheEvictor()),
     ):
         root = Path(tempfile.mkdtemp(prefix="mqbench-send-"))
         broker = Broker(BrokerSettings(data_dir=root, listen="127.0.0.1:0", dev_mode=True))
         try:
             broker.start(asyncio.get_running_loop())
             broker.metadata.create_topic(TopicConfig(name=TOPIC, queue_count=QUEUES))
-            figures[key] = await _send_us(broker, calls, per_call) / per_call
+            figures[key] = await _send_us(broker, calls, per_call, evict) / per_call
         finally:
             broker.begin_shutdown()
             broker.close()

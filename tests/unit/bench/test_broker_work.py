@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,13 @@ from bench.broker_work import broker_send_figures, broker_work_figures
 async def test_every_message_is_received_and_acked_once(tmp_path: Path) -> None:
     figures = await broker_work_figures(640, data_dir=tmp_path)
     assert figures["broker_work_in_flight_after"] == 0  # every receive's messages were acked
-    for key in ("broker_receive_us_per_msg", "broker_ack_us_per_msg", "broker_trace_us_per_msg"):
+    for key in (
+        "broker_receive_us_per_msg",
+        "broker_ack_us_per_msg",
+        "broker_trace_us_per_msg",
+        "broker_receive_cold_us_per_msg",
+        "broker_ack_cold_us_per_msg",
+    ):
         assert 0 < figures[key] < 10_000, (key, figures[key])
     # measured (that the caller does not wait for the snapshot's fsync is test_pop_compaction's)
     assert 0 < figures["broker_pop_compaction_ms"] < 1_000
@@ -24,8 +31,23 @@ async def test_every_message_is_received_and_acked_once(tmp_path: Path) -> None:
 async def test_the_send_figures_time_sends_that_were_stored() -> None:
     # broker_send_figures raises when the store does not hold every message sent (warm-up included)
     figures = await broker_send_figures(640)
-    assert set(figures) == {"broker_send_us_per_call", "broker_send_batched_us_per_msg"}
+    assert set(figures) == {
+        "broker_send_us_per_call",
+        "broker_send_batched_us_per_msg",
+        "broker_send_cold_us_per_call",
+    }
     assert 0 < figures["broker_send_batched_us_per_msg"] < figures["broker_send_us_per_call"] < 100_000
+    # the same calls with the caches evicted before each cost more: the evictor does evict
+    assert figures["broker_send_us_per_call"] < figures["broker_send_cold_us_per_call"] < 100_000
+
+
+def test_the_evictor_copies_more_than_the_cores_l2_cache() -> None:
+    evict = broker_work.CacheEvictor()
+    l2 = os.sysconf("SC_LEVEL2_CACHE_SIZE") if "SC_LEVEL2_CACHE_SIZE" in os.sysconf_names else 0
+    assert len(evict._target) >= max(8 << 20, 4 * l2)
+    evict._source = b"\x01" * len(evict._target)
+    evict()
+    assert evict._target.count(1) == len(evict._target)
 
 
 async def test_a_run_in_a_directory_of_its_own_leaves_nothing_behind(
