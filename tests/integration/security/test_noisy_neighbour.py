@@ -100,7 +100,12 @@ def test_a_saturating_tenant_does_not_slow_another(
                 totals[code] = totals.get(code, 0) + count
     finally:
         quiet.close()
-    # the noisy tenant was saturated: most of its calls refused, about its quota accepted
-    assert totals.get(str(pb.Code.TOO_MANY_REQUESTS), 0) > totals.get(str(pb.Code.OK), 0) > 0
+    # the noisy tenant was saturated: often refused, and accepted no more than its quota allows (its
+    # rate over both noisy phases, plus a full bucket, a second's worth, at the start of each). Not
+    # "most refused": on a VM with much of its CPU time stolen the noisy client reached about 2.2x
+    # the quota, not 3x, and was refused on 45% of its calls.
+    accepted, refused = totals.get(str(pb.Code.OK), 0), totals.get(str(pb.Code.TOO_MANY_REQUESTS), 0)
+    assert refused > 0.25 * (accepted + refused)
+    assert 0 < accepted <= 1.1 * QUOTA * (2 * (PHASE_S + 1.5) + 2)
     ratio = statistics.median(loaded) / statistics.median(baseline)
     assert ratio <= 1.2, (ratio, statistics.median(baseline), statistics.median(loaded))
