@@ -511,7 +511,8 @@ async def e2e_latency(
     so this process only sends. With ``batch_delay_ms`` the producer is the SDK's ``AsyncProducer``
     with batching (and ``max_in_flight`` batches of the topic unanswered before one whose delay ran
     out waits). ``cpu`` gets the cores busy from the first send to the last receipt: ``broker``
-    (process ``pid``), ``client`` (this process: the producer) and ``consumers`` (theirs). ``drift``
+    (process ``pid``), ``client`` (this process: the producer) and ``consumers`` (theirs), and
+    ``steal``, the stolen share of the CPU time the machine wanted meanwhile (bench/procfs.py). ``drift``
     gets the p99 of the first and of the last fifth of the receipts (``first``, ``last``): far
     apart, the consumers fell behind. ``receives`` gets, over the receives that returned messages,
     the mean batch (``batch``) and the medians in ms from the call to its first message
@@ -638,7 +639,7 @@ def medians(rounds: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
     """Each figure's median over its side's rounds, and every round's value in ``<figure>_rounds``."""
     results: dict[str, Any] = {}
     for figures in rounds.values():
-        for key in figures[0] if figures else ():
+        for key in figures[0]:
             results[key] = statistics.median(f[key] for f in figures)
             results[f"{key}_rounds"] = [round(f[key], 3 if "share" in key else 2) for f in figures]
     return results
@@ -672,9 +673,11 @@ async def consume_rounds(servers: list[tuple[str, str, int]], count: int, nats_c
                 rounds.setdefault(prefix, []).append(await consume_figures(where, server, count, prefix))
             elif "nats_error" not in results:
                 try:
-                    rounds.setdefault("nats_", []).append(await nats_figures(nats_count))
+                    nats = await nats_figures(nats_count)
                 except Exception as exc:  # noqa: BLE001 - a missing peer is reported, not fatal
                     results["nats_error"] = repr(exc)
+                else:
+                    rounds.setdefault("nats_", []).append(nats)
     return medians(rounds) | results
 
 

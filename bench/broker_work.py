@@ -25,14 +25,14 @@ than it moves a rate):
                                  (:class:`CacheEvictor`), as a server's own work between two calls
                                  (gRPC's, the event loop's) evicts them: a call that runs back to
                                  back with the previous one finds its code and data in the caches,
-                                 a call in a server does not. In the server the send handler took
-                                 about twice the back-to-back figure, close to this one
-                                 (docs/benchmarks.md, "Handlers in a server run with cold caches")
+                                 a call in a server does not (docs/benchmarks.md, "Slow stretches
+                                 are stolen time; handlers in a server run with cold caches")
 
 The back-to-back figures show a change's effect within a run; the cold ones what it saves in a
-server. Their sum is the broker's part of a consumed message's CPU, the rest of ``consume_cpu_us_per_msg``
-is gRPC's (a few percent of it is the interceptor's admission and metering, not timed here). It is
-the figure to watch when working on the consume path: a change shows here within a run.
+server. The back-to-back receive, ack and trace figures sum to the broker's part of a consumed
+message's CPU, the rest of ``consume_cpu_us_per_msg`` is gRPC's (a few percent of it is the
+interceptor's admission and metering, not timed here). That sum is the figure to watch when working
+on the consume path: a change shows here within a run.
 
     uv run python -m bench.broker_work [--count N]
 
@@ -80,9 +80,9 @@ class CacheEvictor:
 
     def __init__(self) -> None:
         l2 = os.sysconf("SC_LEVEL2_CACHE_SIZE") if "SC_LEVEL2_CACHE_SIZE" in os.sysconf_names else 0
-        size = max(8 << 20, 4 * max(l2, 0))
-        self._source = bytes(size)
-        self._target = bytearray(size)
+        self.size = max(8 << 20, 4 * l2)  # sysconf answers 0 or -1 where it does not know
+        self._source = bytes(self.size)
+        self._target = bytearray(self.size)
 
     def __call__(self) -> None:
         self._target[:] = self._source
