@@ -79,6 +79,9 @@ Figures (``--json PATH`` writes them):
                                  single-message SendMessage, and per message of 64-message ones,
                                  through the handler as the server registers it (decoding, guard,
                                  store append, answer), timed in-process (bench/broker_work.py)
+- broker_store_put_us_per_msg / broker_store_put_cold_us_per_msg   the store's part of that
+                                 single send (a one-message put, no handler around it), back to
+                                 back and with the caches evicted before each (bench/broker_work.py)
 - nats_publish_msgs_per_s / nats_consume_msgs_per_s / rabbitmq_quorum_publish_msgs_per_s  peers
                                  (NATS's in the consume rounds above)
 - broker_gc_pauses / _full_collections / _pauses_over_10ms / _over_25ms / _pause_ms_total / _frozen_objects

@@ -20,6 +20,10 @@ than it moves a rate):
                                  answer serialized; what ``produce_single_msgs_per_s`` pays on top
                                  of the bare server's call
 - ``broker_send_batched_us_per_msg``  the same per message of 64-message requests
+- ``broker_store_put_us_per_msg`` / ``broker_store_put_cold_us_per_msg``  the store's part of a
+                                 single send: a one-message ``put_messages_async`` (CommitLog
+                                 append, ConsumeQueue entry, index keys) with no handler around it,
+                                 back to back and with the caches evicted before each put
 - ``broker_send_cold_us_per_call`` / ``broker_receive_cold_us_per_msg`` / ``broker_ack_cold_us_per_msg``
                                  the same handlers with the core's caches evicted before each call
                                  (:class:`CacheEvictor`), as a server's own work between two calls
@@ -270,23 +274,56 @@ async def _send_us(broker: Broker, calls: int, per_call: int, evict: CacheEvicto
         await guard.stop()
 
 
+async def _put_us(broker: Broker, calls: int, evict: CacheEvictor | None = None) -> float:
+    """CPU microseconds of this thread per single-message put into the store alone
+    (``put_messages_async``: CommitLog append, ConsumeQueue and index), ``evict`` as in
+    :func:`_send_us`. Raises on a refused put."""
+    body = os.urandom(1024)
+    warm = max(calls // 10, 1)
+    prefix = f"{os.getpid():08X}"
+    batches = [
+        [MessageToStore(TOPIC, i % QUEUES, body, {"TAGS": "bench", "UNIQ_KEY": f"{prefix}{i:024X}"})]
+        for i in range(warm + calls)
+    ]
+    put = broker.store.put_messages_async
+    clock = time.thread_time
+    spent = 0.0
+    for i, batch in enumerate(batches):
+        if evict is not None:
+            evict()
+        started = clock()
+        result = await put(batch)
+        if i >= warm:
+            spent += clock() - started
+        if not result.ok:
+            raise RuntimeError(f"put refused: {result.status}")
+    return spent / calls * 1e6
+
+
 async def broker_send_figures(count: int = 32_000) -> dict[str, float]:
     """``broker_send_us_per_call`` (``count`` single-message calls),
-    ``broker_send_batched_us_per_msg`` (``count`` messages, 64 per call) and
+    ``broker_send_batched_us_per_msg`` (``count`` messages, 64 per call),
     ``broker_send_cold_us_per_call`` (an eighth of ``count`` single-message calls, caches evicted
-    before each), each on a new broker."""
+    before each), and the store's part of a single send, ``broker_store_put_us_per_msg`` and
+    ``broker_store_put_cold_us_per_msg`` (the same counts of puts), each on a new broker."""
     figures: dict[str, float] = {}
+    cold_calls = max(count // COLD_SHARE, 1)
     for key, per_call, calls, evict in (
         ("broker_send_us_per_call", 1, count, None),
         ("broker_send_batched_us_per_msg", 64, max(count // 64, 1), None),
-        ("broker_send_cold_us_per_call", 1, max(count // COLD_SHARE, 1), CacheEvictor()),
+        ("broker_send_cold_us_per_call", 1, cold_calls, CacheEvictor()),
+        ("broker_store_put_us_per_msg", 0, count, None),
+        ("broker_store_put_cold_us_per_msg", 0, cold_calls, CacheEvictor()),
     ):
         root = Path(tempfile.mkdtemp(prefix="mqbench-send-"))
         broker = Broker(BrokerSettings(data_dir=root, listen="127.0.0.1:0", dev_mode=True))
         try:
             broker.start(asyncio.get_running_loop())
             broker.metadata.create_topic(TopicConfig(name=TOPIC, queue_count=QUEUES))
-            figures[key] = await _send_us(broker, calls, per_call, evict) / per_call
+            if per_call:
+                figures[key] = await _send_us(broker, calls, per_call, evict) / per_call
+            else:  # the store alone
+                figures[key] = await _put_us(broker, calls, evict)
         finally:
             broker.begin_shutdown()
             broker.close()

@@ -35,10 +35,16 @@ async def test_the_send_figures_time_sends_that_were_stored() -> None:
         "broker_send_us_per_call",
         "broker_send_batched_us_per_msg",
         "broker_send_cold_us_per_call",
+        "broker_store_put_us_per_msg",
+        "broker_store_put_cold_us_per_msg",
     }
     assert 0 < figures["broker_send_batched_us_per_msg"] < figures["broker_send_us_per_call"] < 100_000
     # the same calls with the caches evicted before each cost more: the evictor does evict
     assert figures["broker_send_us_per_call"] < figures["broker_send_cold_us_per_call"] < 100_000
+    # the store's put is part of a send: less than the whole handler, warm and cold
+    assert 0 < figures["broker_store_put_us_per_msg"] < figures["broker_send_us_per_call"]
+    assert figures["broker_store_put_us_per_msg"] < figures["broker_store_put_cold_us_per_msg"]
+    assert figures["broker_store_put_cold_us_per_msg"] < figures["broker_send_cold_us_per_call"]
 
 
 def test_the_evictor_copies_more_than_the_cores_l2_cache() -> None:
