@@ -4,7 +4,8 @@ The generated ``add_*Servicer_to_server`` functions hand protobuf's ``FromString
 request deserializer; when it raises, grpc.aio logs a traceback and answers UNKNOWN. Here the
 handlers receive the raw bytes and decode them themselves, so a malformed request is refused
 with a one-line message. A valid request costs one extra Python call (a streaming response one
-async-generator step per item).
+async-generator step per item). The services' generic handler also keeps the headers grpc decoded to
+find each call's handler, for the guard (:func:`looked_up_metadata`), so they are decoded once.
 """
 
 from __future__ import annotations
