@@ -112,8 +112,7 @@ class CommitLog:
 
     def append(self, msgs: Sequence[MessageToStore], store_timestamp: int) -> AppendBatch:
         """Append ``msgs`` in order, rolling to new segments as needed (caller holds the put lock)."""
-        files = self.queue.files  # self.max_offset, without its three property calls per put
-        start = files[-1].file_from_offset + files[-1].wrote_position if files else 0
+        start = self.max_offset
         try:
             return self._append(msgs, store_timestamp)
         except (OSError, StoreError) as exc:
@@ -137,12 +136,8 @@ class CommitLog:
         index: list[tuple[str, str | None, str | None, int]] = []
         consumed = 0
         try:
-            files = queue.files
-            file_size = self.file_size
             while consumed < len(msgs):
-                mf = files[-1] if files else None
-                if mf is None or mf.wrote_position >= file_size:  # none yet, or full: the next one
-                    mf = queue.last_writable()
+                mf = queue.last_writable()
                 enc = encode_batch(
                     msgs,
                     consumed,
@@ -157,8 +152,9 @@ class CommitLog:
                 self._write(mf, enc)
                 if not enc.segment_full and not consumed:
                     # the whole batch in one segment (the usual case): its lists as they are
-                    end = mf.file_from_offset + mf.wrote_position
-                    return AppendBatch(enc.entries, enc.queue_runs, enc.index_requests, store_timestamp, end)
+                    return AppendBatch(
+                        enc.entries, enc.queue_runs, enc.index_requests, store_timestamp, self.max_offset
+                    )
                 entries.extend(enc.entries)
                 index.extend(enc.index_requests)
                 for key, (first, queue_entries) in enc.queue_runs.items():

@@ -90,13 +90,7 @@ class IndexService:
     def put_batch(self, requests: Sequence[tuple[str, str | None, str | None, int]], ts: int) -> None:
         """Index every (topic, KEYS, UNIQ_KEY, physical offset) of a batch stored at ``ts``."""
         items = _index_items(requests)
-        files = self.files
-        if files:  # the usual batch: all of it into the last file, which has room
-            done = files[-1].put_keys(items, 0, ts)
-            if done == len(items):
-                return
-        else:
-            done = 0
+        done = 0
         # each pass fills the writable file or seals it; a new file always takes at least one key
         for _ in range(len(items) + 2):
             if done >= len(items):
