@@ -54,6 +54,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -234,6 +235,23 @@ def _stored(broker: Broker) -> int:
     return sum(broker.store.get_max_offset_in_queue(TOPIC, q) for q in range(QUEUES))
 
 
+async def _us_per_call(
+    call: Callable[[Any], Awaitable[None]], inputs: list[Any], warm: int, evict: CacheEvictor | None
+) -> float:
+    """CPU microseconds of this thread per ``await call(x)`` over ``inputs``, the first ``warm``
+    untimed (``evict``: called before each, out of the timed part)."""
+    clock = time.thread_time
+    spent = 0.0
+    for i, item in enumerate(inputs):
+        if evict is not None:
+            evict()
+        started = clock()
+        await call(item)
+        if i >= warm:
+            spent += clock() - started
+    return spent / (len(inputs) - warm) * 1e6
+
+
 async def _send_us(broker: Broker, calls: int, per_call: int, evict: CacheEvictor | None = None) -> float:
     """CPU microseconds of this thread per SendMessage call of ``per_call`` messages, through the
     handler registered as the server registers it, response serialization included (``evict``:
@@ -257,25 +275,21 @@ async def _send_us(broker: Broker, calls: int, per_call: int, evict: CacheEvicto
         for i in range(warm + calls)
     ]
     call: Any = HandlerCall()
+
+    async def send(raw: bytes) -> None:
+        answer = await behavior(raw, call)
+        serialize(answer)
+        if answer.status.code != pb.Code.OK:
+            raise RuntimeError(f"send refused: {answer.status}")
+
     guard.start()
     before = _stored(broker)
     try:
-        clock = time.thread_time
-        spent = 0.0
-        for i, raw in enumerate(raws):
-            if evict is not None:
-                evict()
-            started = clock()
-            answer = await behavior(raw, call)
-            serialize(answer)
-            if i >= warm:
-                spent += clock() - started
-            if answer.status.code != pb.Code.OK:
-                raise RuntimeError(f"send refused: {answer.status}")
+        us = await _us_per_call(send, raws, warm, evict)
         stored = _stored(broker) - before
         if stored != len(raws) * per_call:
             raise RuntimeError(f"{len(raws) * per_call} messages sent, {stored} stored")
-        return spent / calls * 1e6
+        return us
     finally:
         await guard.stop()
 
@@ -291,19 +305,14 @@ async def _put_us(broker: Broker, calls: int, evict: CacheEvictor | None = None)
         [MessageToStore(TOPIC, i % QUEUES, body, {"TAGS": "bench", "UNIQ_KEY": f"{prefix}{i:024X}"})]
         for i in range(warm + calls)
     ]
-    put = broker.store.put_messages_async
-    clock = time.thread_time
-    spent = 0.0
-    for i, batch in enumerate(batches):
-        if evict is not None:
-            evict()
-        started = clock()
-        result = await put(batch)
-        if i >= warm:
-            spent += clock() - started
+    store = broker.store
+
+    async def put(batch: list[MessageToStore]) -> None:
+        result = await store.put_messages_async(batch)
         if not result.ok:
             raise RuntimeError(f"put refused: {result.status}")
-    return spent / calls * 1e6
+
+    return await _us_per_call(put, batches, warm, evict)
 
 
 async def broker_send_figures(count: int = 32_000) -> dict[str, float]:

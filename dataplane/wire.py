@@ -5,7 +5,7 @@ request deserializer; when it raises, grpc.aio logs a traceback and answers UNKN
 handlers receive the raw bytes and decode them themselves, so a malformed request is refused
 with a one-line message. A valid request costs one extra Python call (a streaming response one
 async-generator step per item). The services' generic handler also keeps the headers grpc decoded to
-find each call's handler, for the guard (:func:`looked_up_metadata`), so they are decoded once.
+find each call's handler, for the guard (:func:`invocation_metadata`), so they are decoded once.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from google.protobuf.message import DecodeError, Message
 
 from dataplane.buffered_stream import serialize, write_buffered
 
-__all__ = ("add_servicer", "looked_up_metadata", "request_bytes")
+__all__ = ("add_servicer", "invocation_metadata", "request_bytes")
 
 logger = logging.getLogger(__name__)
 
@@ -62,13 +62,13 @@ def request_bytes(request: Message) -> bytes:
 _looked_up: ContextVar[tuple[object, Any] | None] = ContextVar("looked_up", default=None)
 
 
-def looked_up_metadata() -> Any:
-    """The invocation metadata of the running call, as grpc decoded it to find its handler; None
-    when there is none to reuse (the caller then asks the context)."""
+def invocation_metadata(context: Any) -> Any:
+    """The invocation metadata of the call running in this task: the tuple grpc decoded to find its
+    handler, else (none kept, or a grpc that hands an empty one) ``context.invocation_metadata()``."""
     looked = _looked_up.get()
-    if looked is not None and looked[0] is asyncio.current_task():
-        return looked[1] or None  # none at all, or a grpc that hands an empty tuple: ask the context
-    return None
+    if looked is not None and looked[0] is asyncio.current_task() and looked[1]:
+        return looked[1]
+    return context.invocation_metadata()
 
 
 class _ServiceHandlers(grpc.GenericRpcHandler):  # type: ignore[type-arg]
@@ -150,13 +150,13 @@ def _gated(behavior: Callable[..., Any], gate: Gate, streaming_out: bool) -> Cal
     """``behavior`` refusing calls with UNAUTHENTICATED when ``gate`` objects, before any decoding."""
 
     async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        reason = gate(looked_up_metadata() or context.invocation_metadata())
+        reason = gate(invocation_metadata(context))
         if reason is not None:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, reason)
         return await behavior(request, context)
 
     async def streaming(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
-        reason = gate(looked_up_metadata() or context.invocation_metadata())
+        reason = gate(invocation_metadata(context))
         if reason is not None:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, reason)
         async for response in behavior(request, context):

@@ -14,7 +14,7 @@ import grpc
 from dataplane.errors import BrokerError, status_of
 from dataplane.metrics import RPC_LATENCY
 from dataplane.names import namespace_from_metadata
-from dataplane.wire import looked_up_metadata
+from dataplane.wire import invocation_metadata
 
 __all__ = ("call_metadata", "header_namespace", "remember_metadata", "unary")
 
@@ -35,7 +35,7 @@ _CALL_METADATA: contextvars.ContextVar[tuple[Any, Any] | None] = contextvars.Con
 def remember_metadata(context: Any) -> Any:
     """``context.invocation_metadata()``, kept for :func:`call_metadata` during this call (the tuple
     grpc decoded to find the call's handler when there is one: ``dataplane.wire``)."""
-    metadata = looked_up_metadata() or context.invocation_metadata()
+    metadata = invocation_metadata(context)
     _CALL_METADATA.set((context, metadata))
     return metadata
 
@@ -45,7 +45,7 @@ def call_metadata(context: Any) -> Any:
     cached = _CALL_METADATA.get()
     if cached is not None and cached[0] is context:
         return cached[1]
-    return looked_up_metadata() or context.invocation_metadata()
+    return invocation_metadata(context)
 
 
 def header_namespace(context: grpc.aio.ServicerContext[Any, Any]) -> str:

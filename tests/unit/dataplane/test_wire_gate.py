@@ -12,6 +12,7 @@ from dataplane.interceptors import AdminAuthInterceptor
 from dataplane.wire import add_servicer
 from mqcloud.admin.v1 import admin_pb2 as a
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
+from tests.unit.dataplane.conftest import serving
 
 LIST_TOPICS = "/mqcloud.admin.v1.BrokerAdmin/ListTopics"
 HEARTBEAT = "/apache.rocketmq.v2.MessagingService/Heartbeat"
@@ -34,31 +35,28 @@ class _Messaging:
 
 
 async def _calls() -> dict[str, Any]:
-    server = grpc.aio.server()
     gate = AdminAuthInterceptor("op-token", dev_mode=False).refusal
-    add_servicer(server, _Admin(), a.DESCRIPTOR.services_by_name["BrokerAdmin"], gate=gate)
-    add_servicer(server, _Messaging(), svc.DESCRIPTOR.services_by_name["MessagingService"])
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
+
+    def register(server: grpc.aio.Server) -> None:
+        add_servicer(server, _Admin(), a.DESCRIPTOR.services_by_name["BrokerAdmin"], gate=gate)
+        add_servicer(server, _Messaging(), svc.DESCRIPTOR.services_by_name["MessagingService"])
+
     out: dict[str, Any] = {}
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            list_topics = channel.unary_unary(LIST_TOPICS)
-            for name, metadata, body in (
-                ("anonymous", (), a.ListTopicsRequest().SerializeToString()),
-                ("wrong", (("authorization", "Bearer nope"),), b""),
-                ("anonymous_malformed", (), b"\xff\xff\xff"),  # refused before decoding
-                ("operator", (("authorization", "Bearer op-token"),), b""),
-                ("operator_malformed", (("authorization", "Bearer op-token"),), b"\xff\xff\xff"),
-            ):
-                try:
-                    out[name] = a.ListTopicsResponse.FromString(await list_topics(body, metadata=metadata))
-                except grpc.aio.AioRpcError as exc:
-                    out[name] = exc.code()
-            heartbeat = channel.unary_unary(HEARTBEAT)
-            out["v2"] = await heartbeat(svc.HeartbeatRequest().SerializeToString())
-    finally:
-        await server.stop(None)
+    async with serving(register) as channel:
+        list_topics = channel.unary_unary(LIST_TOPICS)
+        for name, metadata, body in (
+            ("anonymous", (), a.ListTopicsRequest().SerializeToString()),
+            ("wrong", (("authorization", "Bearer nope"),), b""),
+            ("anonymous_malformed", (), b"\xff\xff\xff"),  # refused before decoding
+            ("operator", (("authorization", "Bearer op-token"),), b""),
+            ("operator_malformed", (("authorization", "Bearer op-token"),), b"\xff\xff\xff"),
+        ):
+            try:
+                out[name] = a.ListTopicsResponse.FromString(await list_topics(body, metadata=metadata))
+            except grpc.aio.AioRpcError as exc:
+                out[name] = exc.code()
+        heartbeat = channel.unary_unary(HEARTBEAT)
+        out["v2"] = await heartbeat(svc.HeartbeatRequest().SerializeToString())
     return out
 
 

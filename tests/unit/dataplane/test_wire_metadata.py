@@ -6,38 +6,37 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import grpc
-
 from dataplane.services.base import call_metadata, remember_metadata
-from dataplane.wire import add_servicer, looked_up_metadata
+from dataplane.wire import add_servicer, invocation_metadata
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
+from tests.unit.dataplane.conftest import serving
 
 HEARTBEAT = "/apache.rocketmq.v2.MessagingService/Heartbeat"
 
 
-async def _looked_up_elsewhere() -> Any:
-    return looked_up_metadata()
+async def _in_another_task(context: Any) -> Any:
+    return invocation_metadata(context)
 
 
 class _Probe:
-    """Heartbeat answers with what the call sees of its metadata: from the handler lookup, as the
-    guard remembers it, as the context decodes it, and as a task the call starts sees it."""
+    """Heartbeat records what the call sees of its metadata: through dataplane.wire (twice), as the
+    guard remembers it, as the context decodes it, and through dataplane.wire in a task it starts."""
 
     def __init__(self) -> None:
         self.seen: list[dict[str, Any]] = []
 
     async def Heartbeat(self, request: Any, context: Any) -> svc.HeartbeatResponse:
-        looked_up = looked_up_metadata()
+        first = invocation_metadata(context)
         await asyncio.sleep(0.01)  # calls overlap: each still sees its own
-        remembered = remember_metadata(context)
-        other_task = await asyncio.create_task(_looked_up_elsewhere())
         self.seen.append(
             {
-                "looked_up": looked_up,
-                "remembered": remembered,
+                "first": first,
+                "again": invocation_metadata(context),
+                "remembered": remember_metadata(context),
                 "later": call_metadata(context),
                 "decoded": context.invocation_metadata(),
-                "other_task": other_task,
+                "decoded_again": context.invocation_metadata(),
+                "other_task": await asyncio.create_task(_in_another_task(context)),
             }
         )
         return svc.HeartbeatResponse()
@@ -50,18 +49,12 @@ class _Probe:
 
 
 async def _calls(metadata: list[tuple[tuple[str, str], ...]]) -> list[dict[str, Any]]:
-    server = grpc.aio.server()
     probe = _Probe()
-    add_servicer(server, probe, svc.DESCRIPTOR.services_by_name["MessagingService"])
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            heartbeat = channel.unary_unary(HEARTBEAT)
-            request = svc.HeartbeatRequest().SerializeToString()
-            await asyncio.gather(*(heartbeat(request, metadata=m) for m in metadata))
-    finally:
-        await server.stop(None)
+    service = svc.DESCRIPTOR.services_by_name["MessagingService"]
+    async with serving(lambda server: add_servicer(server, probe, service)) as channel:
+        heartbeat = channel.unary_unary(HEARTBEAT)
+        request = svc.HeartbeatRequest().SerializeToString()
+        await asyncio.gather(*(heartbeat(request, metadata=m) for m in metadata))
     return probe.seen
 
 
@@ -71,14 +64,12 @@ def test_each_call_reuses_the_metadata_its_handler_was_found_with() -> None:
     assert len(seen) == 5
     namespaces = set()
     for call in seen:
-        looked_up = call["looked_up"]
-        assert looked_up is not None  # registered through add_servicer: the lookup's tuple is kept
-        assert looked_up == call["decoded"]  # the same entries the context decodes
-        assert call["remembered"] is looked_up and call["later"] is looked_up
-        assert call["other_task"] is None  # a task the call starts does not take it
-        namespaces.add(dict(looked_up)["x-mq-namespace"])
+        first = call["first"]
+        # the context decodes a new tuple on each call; the lookup's tuple is one, kept
+        assert call["decoded"] is not call["decoded_again"]
+        assert call["again"] is first and call["remembered"] is first and call["later"] is first
+        assert first == call["decoded"]  # the same entries the context decodes
+        # a task the call starts does not take it: it asks the context, which decodes anew
+        assert call["other_task"] is not first and call["other_task"] == first
+        namespaces.add(dict(first)["x-mq-namespace"])
     assert namespaces == {f"ns-{i}" for i in range(5)}  # each call its own
-
-
-def test_outside_a_call_there_is_nothing_to_reuse() -> None:
-    assert asyncio.run(_looked_up_elsewhere()) is None

@@ -6,11 +6,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import grpc
-
 from dataplane.wire import add_servicer, request_bytes
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
+from tests.unit.dataplane.conftest import serving
 
 SEND = "/apache.rocketmq.v2.MessagingService/SendMessage"
 
@@ -39,18 +38,11 @@ class _Echo:
 
 
 async def _round_trips(bodies: list[bytes]) -> list[svc.SendMessageResponse]:
-    server = grpc.aio.server()
-    echo = _Echo()
-    add_servicer(server, echo, svc.DESCRIPTOR.services_by_name["MessagingService"])
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            send = channel.unary_unary(SEND)
-            answers = await asyncio.gather(*(send(body) for body in bodies))
-            return [svc.SendMessageResponse.FromString(a) for a in answers]
-    finally:
-        await server.stop(None)
+    service = svc.DESCRIPTOR.services_by_name["MessagingService"]
+    async with serving(lambda server: add_servicer(server, _Echo(), service)) as channel:
+        send = channel.unary_unary(SEND)
+        answers = await asyncio.gather(*(send(body) for body in bodies))
+    return [svc.SendMessageResponse.FromString(a) for a in answers]
 
 
 def test_each_call_reads_the_bytes_it_came_in() -> None:
