@@ -186,6 +186,8 @@ SPECTACULAR_SETTINGS = {
 #
 CELERY_QUEUE_DIR = DATA_DIR / "celery" / "queue"
 CELERY_BROKER_URL = ENV.celery_broker_url or "filesystem://"
+# kombu's filesystem transport with each message written whole before readers can see it
+CELERY_BROKER_TRANSPORT = None if ENV.celery_broker_url else "config.celery_transport:Transport"
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = (
     {}
     if ENV.celery_broker_url
