@@ -101,7 +101,9 @@ costs about half again as much CPU per received message.
 Run: ``uv run python bench/broker_bench.py [--quick] [--json PATH] [--loop uvloop|asyncio]
 [--e2e-consumers N] [--consume-client blocking|aio]``; ``--calls-only`` runs only the CPU-per-call
 phases, ``--consume-only`` only the consume loops (ROUNDS rounds of 40,000 messages alternating
-between the bare server and ours, medians): quick A/B runs of one path.
+between the bare server and ours, medians), ``--e2e-only`` only the e2e_p99_ms run (ROUNDS rounds
+alternating between the relay and ours, on a broker holding 100,000 messages): quick A/B runs of one
+path.
 """
 
 from __future__ import annotations
@@ -109,6 +111,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import platform
@@ -547,10 +550,30 @@ async def e2e_latency(
         await asyncio.sleep(0.5)  # consumers are parked in their long poll
         # Only messages sent from now on count: skip the backlog of earlier phases.
         interval = 1.0 / rate
+        # This process's own heap (earlier phases, the sends in flight) must not pause the producer:
+        # a full collection walked all of it, 15-48 ms now and then, and every message sent or
+        # batched meanwhile waited, the relay's and ours alike. Frozen objects are not walked; no
+        # send is kept past its answer (a list of every send's future made the collections full).
+        gc.freeze()
+        outstanding = {"sends": total, "failed": 0}
+        in_flight: set[asyncio.Future[Any]] = set()  # (the loop keeps only weak references to tasks)
+        all_answered = asyncio.Event()
+
+        def answered(send: asyncio.Future[Any], t0: int) -> None:
+            sent.append((time.monotonic_ns() - t0) / 1e6)
+            in_flight.discard(send)
+            failed = send.cancelled() or send.exception() is not None
+            if not failed:
+                response = send.result()
+                failed = isinstance(response, svc.SendMessageResponse) and response.status.code != pb.Code.OK
+            outstanding["failed"] += failed
+            outstanding["sends"] -= 1
+            if not outstanding["sends"]:
+                all_answered.set()
+
         start = time.monotonic()
         cpu_start = (cpu_seconds(pid), time.process_time())
         times = machine_cpu_times()
-        sends: list[asyncio.Future[Any]] = []
         for i in range(total):
             target_t = start + i * interval
             delay = target_t - time.monotonic()
@@ -563,18 +586,15 @@ async def e2e_latency(
             else:
                 req = svc.SendMessageRequest(messages=[message(i, t0)])
                 send = asyncio.ensure_future(s.SendMessage(req, timeout=10))
-            send.add_done_callback(lambda _, t0=t0: sent.append((time.monotonic_ns() - t0) / 1e6))
-            sends.append(send)
-        # A failed send must not abort the whole run (and lose every other figure): count it.
-        outcomes = await asyncio.gather(*sends, return_exceptions=True)
+            in_flight.add(send)
+            send.add_done_callback(lambda done, t0=t0: answered(done, t0))
+        # A failed send must not abort the whole run (and lose every other figure): it is counted.
+        if total:
+            await all_answered.wait()
+        gc.unfreeze()
         if producer is not None:
             await producer.shutdown()
-        failed = sum(
-            1
-            for o in outcomes
-            if isinstance(o, BaseException)
-            or (isinstance(o, svc.SendMessageResponse) and o.status.code != pb.Code.OK)
-        )
+        failed = outstanding["failed"]
         if failed:
             sys.stderr.write(f"e2e: {failed} of {total} sends failed\n")
             total -= failed
@@ -712,6 +732,43 @@ async def run_consume_only(count: int = 40_000) -> dict[str, Any]:
     results["consume_vs_grpc_ceiling"] = (
         results["consume_msgs_per_s"] / results["grpc_ceiling_consume_msgs_per_s"]
     )
+    return results
+
+
+async def run_e2e_only(e2e_consumers: int = E2E_CONSUMERS, seconds: float = 6) -> dict[str, Any]:
+    """Only the e2e_p99_ms run, ours and the relay's, ROUNDS rounds in alternation (medians, every
+    round's in ``<figure>_rounds``), on a broker holding a backlog as the full run's does
+    (``--e2e-only``: quick A/B of the delivery path)."""
+    relay_port = free_port()
+    relay_argv = [sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(relay_port), "--relay"]
+    rounds: dict[str, list[dict[str, float]]] = {"grpc_ceiling_": [], "": []}
+    with (
+        process(relay_argv, relay_port) as relay,
+        our_broker("async") as (target, pid),
+        ConsumerProcess(e2e_consumers) as consumers,
+    ):
+        await produce(target, 100_000, 64, 8)
+        pair = [("grpc_ceiling_", f"127.0.0.1:{relay_port}", relay.pid), ("", target, pid)]
+        for round_ in range(ROUNDS):
+            for prefix, where, server in pair if round_ % 2 == 0 else pair[::-1]:
+                cpu: dict[str, float] = {}
+                shape: dict[str, float] = {}
+                high, high_send = await e2e_latency(
+                    where,
+                    consumers,
+                    rate=5000,
+                    seconds=seconds,
+                    batch_delay_ms=1.0,
+                    cpu=cpu,
+                    pid=server,
+                    receives=shape,
+                )
+                figures = {f"{prefix}e2e_p99_ms": high, f"{prefix}e2e_send_p99_ms": high_send}
+                figures |= {f"{prefix}e2e_{k}_cpu": v for k, v in cpu.items() if k != "steal"}
+                figures |= {f"{prefix}e2e_receive_{k}": v for k, v in shape.items()}
+                rounds[prefix].append(figures)
+    results = medians(rounds)
+    results["e2e_vs_grpc_ceiling"] = results["e2e_p99_ms"] / results["grpc_ceiling_e2e_p99_ms"]
     return results
 
 
@@ -875,6 +932,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--calls-only", action="store_true", help="only the CPU-per-call phases")
     parser.add_argument("--consume-only", action="store_true", help="only the consume loops (bare, ours)")
+    parser.add_argument("--e2e-only", action="store_true", help="only the e2e_p99_ms runs (relay, ours)")
     parser.add_argument(
         "--loop", choices=("uvloop", "asyncio"), default="uvloop", help="the servers' event loop"
     )
@@ -900,6 +958,8 @@ def main() -> None:
         results = asyncio.run(run_calls_only())
     elif args.consume_only:
         results = asyncio.run(run_consume_only())
+    elif args.e2e_only:
+        results = asyncio.run(run_e2e_only(args.e2e_consumers))
     else:
         results = asyncio.run(run(args.quick, args.e2e_consumers))
     results["event_loop"] = args.loop

@@ -1381,7 +1381,7 @@ done:
  *   message_id = 1, receipt_handle = 2, status = 3
  */
 
-static PyObject *s_in_flight, *s_nonce, *s_attempt;
+static PyObject *s_in_flight;
 
 /* Whether ``text`` (a str attribute) is exactly the bytes of ``s`` */
 static int str_is(PyObject *text, const char *s, Py_ssize_t n)
@@ -1497,9 +1497,13 @@ static PyObject *ack_checked(PyObject *self, PyObject *const *args, Py_ssize_t n
         PyObject *offset = PyLong_FromLongLong(h.offset);
         if (offset == NULL)
             goto error;
+        /* an in-flight entry is a tuple (offset, nonce, attempt, invisible until, waiting): pop.InFlight */
         PyObject *current = PyDict_GetItemWithError(in_flight, offset); /* borrowed */
-        PyObject *nonce = current ? PyObject_GetAttr(current, s_nonce) : NULL;
-        PyObject *attempt = nonce ? PyObject_GetAttr(current, s_attempt) : NULL;
+        int entry_ok = current != NULL && PyTuple_Check(current) && PyTuple_GET_SIZE(current) >= 3;
+        PyObject *nonce = entry_ok ? PyTuple_GET_ITEM(current, 1) : NULL;
+        PyObject *attempt = entry_ok ? PyTuple_GET_ITEM(current, 2) : NULL;
+        Py_XINCREF(nonce);
+        Py_XINCREF(attempt);
         if (attempt == NULL || !str_is(nonce, h.nonce, h.nonce_n)) {
             Py_DECREF(offset);
             Py_XDECREF(nonce);
@@ -1638,9 +1642,7 @@ PyMODINIT_FUNC PyInit__v2_codec(void)
     s_type_fifo = PyUnicode_InternFromString("2");
     s_space = PyUnicode_InternFromString(" ");
     s_in_flight = PyUnicode_InternFromString("in_flight");
-    s_nonce = PyUnicode_InternFromString("nonce");
-    s_attempt = PyUnicode_InternFromString("attempt");
-    if (s_in_flight == NULL || s_nonce == NULL || s_attempt == NULL)
+    if (s_in_flight == NULL)
         return NULL;
     if (s_gzip == NULL || s_msg_id == NULL || s_copy == NULL || s_update == NULL || s_digest == NULL ||
         s_type_normal == NULL || s_type_fifo == NULL || s_space == NULL)

@@ -16,7 +16,7 @@ from dataplane.ha_writes import build_ha
 from dataplane.long_polling import EVERY, LongPolls, Parked
 from dataplane.metadata import GroupConfig, MetadataStore, TopicConfig
 from dataplane.names import BROADCAST_SEP, base_group, is_broadcast_member
-from dataplane.pop import PopState
+from dataplane.pop import UNTIL, WAITING, PopState
 from dataplane.receipt import ReceiptCodec, load_or_create_secret
 from dataplane.receive_attempts import ReceiveAttempts
 from dataplane.timer import RecallCodec, TimerMessageStore
@@ -171,11 +171,11 @@ class Broker:
             for key, renewal in self.renewals.due(now):
                 group, topic, queue_id, offset = key
                 entry = pop.lookup(group, topic, queue_id, offset, renewal.nonce)
-                if entry is None or entry.waiting:  # acked, nacked or redelivered meanwhile
+                if entry is None or entry[WAITING]:  # acked, nacked or redelivered meanwhile
                     continue
                 if renewal.client_id == gone or not self.clients.alive(renewal.client_id):
                     until = now + s.auto_renew_released_ms
-                    if until >= entry.invisible_until_ms:  # it comes back sooner anyway
+                    if until >= entry[UNTIL]:  # it comes back sooner anyway
                         continue
                     released += 1
                     woken.add(topic)

@@ -46,28 +46,32 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 from dataplane.store.checkpoint import atomic_write, fsync_dir
 
-__all__ = ("InFlight", "PopState", "QueuePosition")
+__all__ = ("ATTEMPT", "NONCE", "OFFSET", "UNTIL", "WAITING", "InFlight", "PopState", "QueuePosition")
 
 logger = logging.getLogger(__name__)
 
 Key = tuple[str, str, int]  # (group, topic, queue_id)
 
 
-@dataclasses.dataclass(slots=True)
-class InFlight:
-    offset: int
-    nonce: str
-    attempt: int
-    invisible_until_ms: int
-    # Waiting out the group's retry backoff after its invisible time ran out (or after a
-    # ChangeInvisibleDuration): when this runs out the message is delivered again at once.
-    waiting: bool = False
+# An in-flight message: (offset, nonce, attempt, invisible_until_ms, waiting), read with the indexes
+# below. ``waiting``: waiting out the group's retry backoff after its invisible time ran out (or
+# after a ChangeInvisibleDuration): when this runs out the message is delivered again at once.
+# A plain tuple, not an object of a class: the garbage collector stops tracking a tuple of ints and
+# strings, so a group's unacked messages add nothing to its full collections. As objects, 100,000
+# of them made every full collection of the broker ~9 ms longer, a pause on its event loop
+# (docs/benchmarks.md, "Unacked messages and the collector").
+InFlight = tuple[int, str, int, int, bool]
+OFFSET: Final = 0
+NONCE: Final = 1
+ATTEMPT: Final = 2
+UNTIL: Final = 3
+WAITING: Final = 4
 
 
 @dataclasses.dataclass(slots=True)
@@ -89,21 +93,22 @@ class QueuePosition:
 
     def put(self, entry: InFlight) -> None:
         in_flight = self.in_flight
-        if entry.offset not in in_flight:
-            heapq.heappush(self.low, entry.offset)
-        in_flight[entry.offset] = entry
-        heapq.heappush(self.due_heap, (entry.invisible_until_ms, entry.offset))
+        offset = entry[OFFSET]
+        if offset not in in_flight:
+            heapq.heappush(self.low, offset)
+        in_flight[offset] = entry
+        heapq.heappush(self.due_heap, (entry[UNTIL], offset))
 
     def put_all(self, entries: list[InFlight]) -> None:
         """:meth:`put` of each of ``entries`` (a receive's new messages of one queue)."""
         in_flight, low, due_heap = self.in_flight, self.low, self.due_heap
         push = heapq.heappush
         for entry in entries:
-            offset = entry.offset
+            offset = entry[OFFSET]
             if offset not in in_flight:
                 push(low, offset)
             in_flight[offset] = entry
-            push(due_heap, (entry.invisible_until_ms, offset))
+            push(due_heap, (entry[UNTIL], offset))
 
     def drop(self, offset: int) -> None:
         self.in_flight.pop(offset, None)
@@ -112,7 +117,7 @@ class QueuePosition:
             self.low = list(self.in_flight)
             heapq.heapify(self.low)
         if len(self.due_heap) > 2 * len(self.in_flight) + 1024:  # acked before their time ran out
-            self.due_heap = [(e.invisible_until_ms, o) for o, e in self.in_flight.items()]
+            self.due_heap = [(e[UNTIL], o) for o, e in self.in_flight.items()]
             heapq.heapify(self.due_heap)
 
     def clear_in_flight(self) -> None:
@@ -141,7 +146,7 @@ class QueuePosition:
 
     def _current(self, item: tuple[int, int]) -> InFlight | None:
         entry = self.in_flight.get(item[1])
-        return entry if entry is not None and entry.invisible_until_ms == item[0] else None
+        return entry if entry is not None and entry[UNTIL] == item[0] else None
 
     def due(self, now_ms: int) -> list[InFlight]:
         """In-flight entries whose invisible time ran out by ``now_ms``, by offset. They stay in
@@ -156,7 +161,7 @@ class QueuePosition:
             if entry is not None:
                 found[item[1]] = entry
         for offset, entry in found.items():
-            heapq.heappush(heap, (entry.invisible_until_ms, offset))
+            heapq.heappush(heap, (entry[UNTIL], offset))
         return [found[o] for o in sorted(found)]
 
     def next_due(self) -> int | None:
@@ -280,7 +285,7 @@ class PopState:
         if pos is None:
             pos = self._add(key, QueuePosition(r.get("next", 0)))
         if op == "pop":
-            pos.put(InFlight(r["o"], r["n"], r["a"], r["u"], bool(r.get("w"))))
+            pos.put((r["o"], r["n"], r["a"], r["u"], bool(r.get("w"))))
             pos.next_offset = max(pos.next_offset, r["next"])
             if "mg" in r:
                 pos.groups[r["o"]] = r["mg"]
@@ -384,7 +389,7 @@ class PopState:
                 continue
             pos = QueuePosition(item["next"])
             for e in item["inflight"]:
-                pos.put(InFlight(e[0], e[1], e[2], e[3], len(e) > 4 and bool(e[4])))
+                pos.put((e[0], e[1], e[2], e[3], len(e) > 4 and bool(e[4])))
             for offset, message_group in item.get("groups", ()):
                 pos.groups[offset] = message_group
             pos.held.update(item.get("held", ()))
@@ -402,10 +407,9 @@ class PopState:
                 "t": t,
                 "q": q,
                 "next": pos.next_offset,
-                "inflight": [
-                    [e.offset, e.nonce, e.attempt, e.invisible_until_ms, *((1,) if e.waiting else ())]
-                    for e in pos.in_flight.values()
-                ],
+                # the entries as they are, [offset, nonce, attempt, until, waiting]: a copy of the
+                # table's values, not a list built per entry (restore reads a missing waiting as false)
+                "inflight": list(pos.in_flight.values()),
             }
             if pos.groups:
                 item["groups"] = [[o, mg] for o, mg in pos.groups.items()]
@@ -580,7 +584,7 @@ class PopState:
         nonce = nonce or new_nonce()
         following = max(next_offset, pos.next_offset)
         # The hot path: the same record as _write({"op": "pop", ...}) would journal and apply.
-        entry = InFlight(offset, nonce, attempt, until_ms, waiting)
+        entry = (offset, nonce, attempt, until_ms, waiting)
         pos.put(entry)
         pos.next_offset = following
         mg = ""
@@ -603,12 +607,12 @@ class PopState:
             group,
             topic,
             queue_id,
-            entry.offset,
-            entry.attempt,
+            entry[OFFSET],
+            entry[ATTEMPT],
             until_ms,
             self.position(group, topic, queue_id).next_offset,
-            waiting=entry.waiting,
-            nonce=entry.nonce,
+            waiting=entry[WAITING],
+            nonce=entry[NONCE],
         )
 
     def deliver_new(
@@ -624,7 +628,7 @@ class PopState:
         tail = f',"a":1,"u":{int(until_ms)},"next":'
         nonces = new_nonces(len(offsets))
         pairs = list(zip(offsets, nonces, strict=True))
-        entries = [InFlight(offset, nonce, 1, until_ms, False) for offset, nonce in pairs]
+        entries: list[InFlight] = [(offset, nonce, 1, until_ms, False) for offset, nonce in pairs]
         pos.put_all(entries)
         lines = []
         for offset, nonce in pairs:
@@ -665,7 +669,7 @@ class PopState:
     def lookup(self, group: str, topic: str, queue_id: int, offset: int, nonce: str) -> InFlight | None:
         pos = self._positions.get((group, topic, queue_id))
         entry = pos.in_flight.get(offset) if pos else None
-        return entry if entry is not None and entry.nonce == nonce else None
+        return entry if entry is not None and entry[NONCE] == nonce else None
 
     def ack(self, group: str, topic: str, queue_id: int, offset: int) -> bool:
         """Forget ``offset``; True when the queue holds FIFO messages that may now be deliverable."""

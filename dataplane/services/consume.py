@@ -31,7 +31,7 @@ from dataplane.filters import MessageFilter, compile_filter
 from dataplane.metadata import GroupConfig
 from dataplane.metrics import TRAFFIC_OUT
 from dataplane.names import BROADCAST_SEP, base_group, dlq_topic, resolve
-from dataplane.pop import InFlight
+from dataplane.pop import ATTEMPT, NONCE, OFFSET, UNTIL, WAITING, InFlight
 from dataplane.receipt import ReceiptHandle
 from dataplane.receive_attempts import AttemptKey
 from dataplane.retry import retry_delay_ms
@@ -305,44 +305,44 @@ def _try_pop(
         for entry in pos.due(now):
             if len(out) >= batch:
                 return out
-            stored = _fetch_one(broker, topic, qid, entry.offset)
+            stored = _fetch_one(broker, topic, qid, entry[OFFSET])
             if stored is None:  # removed by retention
-                pop.ack(group.name, topic, qid, entry.offset)
+                pop.ack(group.name, topic, qid, entry[OFFSET])
                 continue
-            if entry.attempt >= max_attempts:
-                pop.ack(group.name, topic, qid, entry.offset)
-                dlq.append((stored, entry.attempt))
+            if entry[ATTEMPT] >= max_attempts:
+                pop.ack(group.name, topic, qid, entry[OFFSET])
+                dlq.append((stored, entry[ATTEMPT]))
                 continue
-            if not entry.waiting:  # its invisible time ran out without an ack
+            if not entry[WAITING]:  # its invisible time ran out without an ack
                 delay = retry_delay_ms(
-                    group.retry_policy, entry.attempt, broker.settings.default_retry_delays_ms
+                    group.retry_policy, entry[ATTEMPT], broker.settings.default_retry_delays_ms
                 )
                 if delay > 0:  # wait out the group's backoff first; the handle stays valid meanwhile
                     pop.deliver(
                         group.name,
                         topic,
                         qid,
-                        entry.offset,
-                        entry.attempt,
+                        entry[OFFSET],
+                        entry[ATTEMPT],
                         now + delay,
                         pos.next_offset,
                         waiting=True,
-                        nonce=entry.nonce,
+                        nonce=entry[NONCE],
                     )
                     broker.tracer.record(
                         stored.properties.get(p.P_UNIQ, ""),
                         topic,
                         "retried",
                         group=base_group(group.name),
-                        attempt=entry.attempt,
+                        attempt=entry[ATTEMPT],
                         detail=f"invisible time ran out; next delivery in {delay} ms",
                     )
                     continue
             if not flt.accepts(stored.properties):
                 continue
-            attempt = entry.attempt + 1
+            attempt = entry[ATTEMPT] + 1
             fresh = pop.deliver(
-                group.name, topic, qid, entry.offset, attempt, now + invisible_ms, pos.next_offset
+                group.name, topic, qid, entry[OFFSET], attempt, now + invisible_ms, pos.next_offset
             )
             out.append(_Popped(stored, fresh, attempt))
     if group.fifo or flt.sql is not None:
@@ -542,7 +542,7 @@ async def receive_message(
                         )
                     if popped and attempt is not None:
                         broker.attempts.remember(
-                            attempt, [(i.stored.queue_id, i.entry.offset, i.entry.nonce) for i in popped]
+                            attempt, [(i.stored.queue_id, i.entry[OFFSET], i.entry[NONCE]) for i in popped]
                         )
                 finally:
                     # Other members of the group may find what this one did not take.
@@ -598,8 +598,8 @@ async def receive_message(
     for item in popped:
         stored = item.stored
         entry = item.entry
-        until = entry.invisible_until_ms
-        handle = encode(group_name, topic_name, stored.queue_id, stored.queue_offset, entry.nonce, until)
+        until = entry[UNTIL]
+        handle = encode(group_name, topic_name, stored.queue_id, stored.queue_offset, entry[NONCE], until)
         data = encode_message(stored, topic_wire, store_host, handle, item.attempt, invisible_ms)
         yield Encoded(data, len(stored.body))
     yield svc.ReceiveMessageResponse(delivery_timestamp=_ts(_now_ms()))
@@ -619,13 +619,13 @@ def _replay(broker: Broker, attempt: AttemptKey, invisible_ms: int) -> list[_Pop
     out: list[_Popped] = []
     for queue_id, offset, nonce in broker.attempts.recall(attempt):
         entry = pop.lookup(group, topic, queue_id, offset, nonce)
-        if entry is None or entry.waiting:  # acked, nacked or redelivered since
+        if entry is None or entry[WAITING]:  # acked, nacked or redelivered since
             continue
         stored = _fetch_one(broker, topic, queue_id, offset)
         if stored is None:  # removed by retention
             continue
         fresh = pop.extend(group, topic, queue_id, entry, now + invisible_ms)
-        out.append(_Popped(stored, fresh, entry.attempt))
+        out.append(_Popped(stored, fresh, entry[ATTEMPT]))
     return out
 
 
@@ -635,8 +635,8 @@ def _register_renewals(broker: Broker, group: str, topic: str, client_id: str, p
     add = broker.renewals.add
     for item in popped:
         entry = item.entry
-        key = (group, topic, item.stored.queue_id, entry.offset)
-        add(key, Renewal(entry.nonce, client_id, now, entry.invisible_until_ms - ahead))
+        key = (group, topic, item.stored.queue_id, entry[OFFSET])
+        add(key, Renewal(entry[NONCE], client_id, now, entry[UNTIL] - ahead))
 
 
 def _checked_handle(broker: Broker, text: str, group: str, topic: str) -> tuple[ReceiptHandle, InFlight]:
@@ -734,7 +734,7 @@ def ack_message(broker: Broker, request: svc.AckMessageRequest, header_ns: str) 
                 per_queue[queue] = [handle.offset]
             else:
                 offsets.append(handle.offset)
-            acked.append((message_id, in_flight.attempt))
+            acked.append((message_id, in_flight[ATTEMPT]))
             result.status.CopyFrom(OK_STATUS)
         except BrokerError as exc:
             status = status_of(exc)
@@ -766,26 +766,26 @@ def change_invisible_duration(
     pos = broker.pop.position(handle.group, topic, handle.queue_id)
     # A shorter invisibility is a nack (the client's retry backoff); a longer one a renewal. Either
     # way, when it runs out the message comes again at once (the client chose the wait).
-    nack = until < entry.invisible_until_ms
+    nack = until < entry[UNTIL]
     fresh = broker.pop.deliver(
         handle.group,
         topic,
         handle.queue_id,
         handle.offset,
-        entry.attempt,
+        entry[ATTEMPT],
         until,
         pos.next_offset,
         waiting=True,
     )
     new_handle = broker.receipts.encode(
-        ReceiptHandle(handle.group, topic, handle.queue_id, handle.offset, fresh.nonce, until)
+        ReceiptHandle(handle.group, topic, handle.queue_id, handle.offset, fresh[NONCE], until)
     )
     broker.tracer.record(
         request.message_id,
         topic,
         "nacked" if nack else "invisible_changed",
         group=group,
-        attempt=entry.attempt,
+        attempt=entry[ATTEMPT],
         detail=f"invisible for {invisible_ms} ms",
     )
     if invisible_ms == 0:
@@ -802,7 +802,7 @@ async def forward_to_dlq(
     assert broker.pop is not None
     wake = broker.pop.ack(handle.group, topic, handle.queue_id, handle.offset)
     if stored is not None:
-        await _to_dlq(broker, group, stored, entry.attempt, why="forwarded by the consumer")
+        await _to_dlq(broker, group, stored, entry[ATTEMPT], why="forwarded by the consumer")
     if wake:
         broker.wake(topic)
     return svc.ForwardMessageToDeadLetterQueueResponse(status=ok_status())

@@ -6,7 +6,7 @@ import random
 import time
 from pathlib import Path
 
-from dataplane.pop import PopState, QueuePosition
+from dataplane.pop import ATTEMPT, OFFSET, PopState, QueuePosition
 
 
 def _brute(pos: QueuePosition) -> int:
@@ -92,7 +92,7 @@ def test_batched_deliveries_and_acks_journal_and_commit_as_one_by_one(tmp_path: 
                 entries = state.deliver_new("g", "ns%t", 1, offsets, 10**13)
             else:
                 entries = [state.deliver("g", "ns%t", 1, o, 1, 10**13, o + 1) for o in offsets]
-            assert [e.offset for e in entries] == offsets and all(e.attempt == 1 for e in entries)
+            assert [e[OFFSET] for e in entries] == offsets and all(e[ATTEMPT] == 1 for e in entries)
             if batched:
                 state.ack_many("g", "ns%t", 1, acked)
             else:

@@ -6,18 +6,16 @@ import random
 import time
 from pathlib import Path
 
-from dataplane.pop import InFlight, PopState, QueuePosition
+from dataplane.pop import ATTEMPT, OFFSET, UNTIL, InFlight, PopState, QueuePosition
 
 
 def _brute_due(pos: QueuePosition, now_ms: int) -> list[InFlight]:
-    return sorted(
-        (e for e in pos.in_flight.values() if e.invisible_until_ms <= now_ms), key=lambda e: e.offset
-    )
+    return sorted((e for e in pos.in_flight.values() if e[UNTIL] <= now_ms), key=lambda e: e[OFFSET])
 
 
 def _brute_next(state: PopState, group: str, topic: str, queues: int) -> int | None:
     times = [
-        e.invisible_until_ms
+        e[UNTIL]
         for q in range(queues)
         if (pos := state.peek(group, topic, q)) is not None
         for e in pos.in_flight.values()
@@ -49,7 +47,7 @@ def test_due_and_next_due_match_a_full_scan_through_random_changes_and_reopens(t
         elif op < 0.55 and pos.in_flight:  # a redelivery, renewal or nack (earlier or later time)
             offset = rng.choice(list(pos.in_flight))
             entry = pos.in_flight[offset]
-            state.deliver(group, "t", qid, offset, entry.attempt + 1, now + rng.randrange(-50, 500), 0)
+            state.deliver(group, "t", qid, offset, entry[ATTEMPT] + 1, now + rng.randrange(-50, 500), 0)
         elif op < 0.9 and pos.in_flight:  # an ack, in any order
             state.ack(group, "t", qid, rng.choice(list(pos.in_flight)))
         elif op < 0.92:  # UpdateOffset drops what is in flight

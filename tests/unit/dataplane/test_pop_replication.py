@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dataplane.pop import PopState
+from dataplane.pop import NONCE, PopState
 from dataplane.pop_replication import POP_TOPIC, PopReplicator
 from dataplane.store import MessageStore, MessageToStore
 from tests.unit.store.conftest import small_config
@@ -75,7 +75,7 @@ def test_replica_applies_the_masters_changes(
     assert _table(replica) == _table(master)
     position = master.peek("g", "t", 0)
     assert position is not None
-    assert replica.lookup("g", "t", 0, 2, position.in_flight[2].nonce) is not None
+    assert replica.lookup("g", "t", 0, 2, position.in_flight[2][NONCE]) is not None
     assert replica.peek("fifo", "t", 0).held == {1}  # type: ignore[union-attr]
     assert replica.cl_next == 5
     # and changes on a node that cannot write stay local (nothing is written to its CommitLog)

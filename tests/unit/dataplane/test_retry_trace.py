@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dataplane.pop import PopState
+from dataplane.pop import NONCE, WAITING, PopState
 from dataplane.retry import ROCKETMQ_RETRY_DELAYS_MS, retry_delay_ms
 from dataplane.services.messages_admin import RedriveLog
 from dataplane.trace import MessageTracer, TraceEvent
@@ -55,7 +55,7 @@ def _pop(tmp_path: Path) -> PopState:
 def test_waiting_flag_survives_a_restart(tmp_path: Path, compact: bool) -> None:
     pop = _pop(tmp_path)
     first = pop.deliver("g", "t", 0, 5, 1, 1000, 6)
-    pop.deliver("g", "t", 0, 5, 1, 9000, 6, waiting=True, nonce=first.nonce)
+    pop.deliver("g", "t", 0, 5, 1, 9000, 6, waiting=True, nonce=first[NONCE])
     pop.deliver("g", "t", 0, 7, 2, 2000, 8)
     if compact:
         pop.compact()
@@ -64,13 +64,8 @@ def test_waiting_flag_survives_a_restart(tmp_path: Path, compact: bool) -> None:
     pos = again.peek("g", "t", 0)
     assert pos is not None
     waiting = pos.in_flight[5]
-    assert (waiting.waiting, waiting.nonce, waiting.invisible_until_ms, waiting.attempt) == (
-        True,
-        first.nonce,
-        9000,
-        1,
-    )
-    assert pos.in_flight[7].waiting is False
+    assert waiting == (5, first[NONCE], 1, 9000, True)
+    assert pos.in_flight[7][WAITING] is False
     again.close()
 
 
@@ -112,12 +107,13 @@ def test_record_many_writes_what_record_writes_per_event() -> None:
     for mid, attempt in items:
         by_one.record(mid, "ns%t", "delivered", group="ns%g", attempt=attempt, client_id="c1")
     by_many.record_many(items, "ns%t", "delivered", group="ns%g", client_id="c1")
-    pending = list(by_many._pending)
+    pending = [TraceEvent(*e) for e in by_many._pending]
     assert len(pending) == 40 and {e.time_ms for e in pending} == {pending[0].time_ms}
-    assert [e._replace(time_ms=0) for e in pending] == [e._replace(time_ms=0) for e in by_one._pending]
-    assert isinstance(pending[0], TraceEvent) and pending[0].attempt == 1 and pending[0].detail == ""
+    by_one_pending = [TraceEvent(*e) for e in by_one._pending]
+    assert [e._replace(time_ms=0) for e in pending] == [e._replace(time_ms=0) for e in by_one_pending]
+    assert pending[0].attempt == 1 and pending[0].detail == ""
     for tracer in (by_one, by_many):  # the same clock for the record bytes
-        tracer._pending = collections.deque(e._replace(time_ms=1) for e in tracer._pending)
+        tracer._pending = collections.deque((*e[:3], 1, *e[4:]) for e in tracer._pending)
         tracer.flush()
     assert [(r.body, r.properties) for r in one.records] == [(r.body, r.properties) for r in many.records]
     assert json.loads(many.records[0].body)[0] == ["m00", "ns%t", "delivered", 1, "ns%g", 1, "c1", ""]
@@ -131,9 +127,9 @@ def test_record_many_is_bounded_like_record() -> None:
     assert tracer.dropped == 0
     tracer.record_many([(f"b{i}", 1) for i in range(30)], "ns%t", "acked", group="ns%g")
     assert tracer.dropped == 10 and len(tracer._pending) == 50
-    assert tracer._pending[0].message_id == "a10"  # the oldest went
+    assert tracer._pending[0][0] == "a10"  # the oldest went (a pending event: a TraceEvent's fields)
     tracer.record_many([(f"c{i}", 1) for i in range(80)], "ns%t", "acked", group="ns%g")
-    assert tracer.dropped == 10 + 80 and [e.message_id for e in tracer._pending][-1] == "c79"
+    assert tracer.dropped == 10 + 80 and tracer._pending[-1][0] == "c79"
     off = MessageTracer(store, enabled=False)
     off.record_many([("x", 1)], "ns%t", "acked")
     assert not off._pending
@@ -227,7 +223,7 @@ def test_trace_records_read_back_in_both_encodings() -> None:
     store = _Store()
     tracer = MessageTracer(store)
     tracer.record("m1", "ns%t", "delivered", group="ns%g", attempt=2, client_id='c"1\n', detail="état ✓")
-    tracer._pending = collections.deque(e._replace(time_ms=7) for e in tracer._pending)
+    tracer._pending = collections.deque((*e[:3], 7, *e[4:]) for e in tracer._pending)
     tracer.flush()
     event = ["m1", "ns%t", "delivered", 7, "ns%g", 2, 'c"1\n', "état ✓"]
     assert json.loads(store.records[0].body) == [event]

@@ -10,7 +10,7 @@ from dataplane.errors import BadRequest, IllegalFilterExpression, IllegalTopic, 
 from dataplane.filters import matches, parse_tag_expression
 from dataplane.metadata import GroupConfig
 from dataplane.names import dlq_topic, qualify, resolve, split
-from dataplane.pop import PopState
+from dataplane.pop import NONCE, PopState
 from dataplane.receipt import ReceiptCodec, ReceiptHandle, load_or_create_secret
 from dataplane.services.telemetry import merge_settings
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
@@ -101,7 +101,7 @@ def test_pop_state_survives_reopen(tmp_path: Path) -> None:
     reopened = open_state()
     pos = reopened.position("g", "t", 0)
     assert pos.next_offset == 2 and list(pos.in_flight) == [0]
-    assert reopened.lookup("g", "t", 0, 0, e0.nonce) is not None
+    assert reopened.lookup("g", "t", 0, 0, e0[NONCE]) is not None
     reopened.ack("g", "t", 0, 0)
     assert commits[-1] == ("g", "t", 0, 2)
     reopened.close()
