@@ -3,8 +3,11 @@ and the redrive log."""
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import itertools
 import json
+import types
 from pathlib import Path
 from typing import Any
 
@@ -246,3 +249,39 @@ def test_trace_text_orjson_refuses_is_written_escaped() -> None:
     assert len(store.records) == 1 and b"\\ud800" in store.records[0].body
     assert [e.detail for e in tracer.events("m1", "ns%t")] == ["half \ud800 pair"]
     assert [e.attempt for e in tracer.events("m2", "ns%t")] == [1 << 70]
+
+
+def test_a_large_flush_lets_the_loop_run_between_its_slices() -> None:
+    """A flush holds the event loop while it sorts, encodes and stores: a large one is stored a few
+    records at a time, the loop running other work between them, and no event is lost."""
+    ticks = 0
+    puts: list[tuple[int, int]] = []  # (records, ticks when stored)
+
+    class Store(_Store):
+        async def put_messages_async(self, msgs: list[Any]) -> Any:
+            puts.append((len(msgs), ticks))
+            self.records += msgs
+            return types.SimpleNamespace(ok=True)
+
+    store = Store()
+
+    async def run() -> None:
+        nonlocal ticks
+        tracer = MessageTracer(store)
+        tracer.record_many([(f"m{i:04d}", 1) for i in range(1000)], "ns%t", "delivered", group="ns%g")
+
+        async def other_work() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(other_work())
+        await asyncio.sleep(0)
+        await tracer.flush_async()
+        task.cancel()
+
+    asyncio.run(run())
+    assert [n for n, _ in puts] == [4, 4, 4, 4]  # 1,000 events: 16 records of at most 64
+    assert all(later > earlier for (_, earlier), (_, later) in itertools.pairwise(puts))
+    assert sum(len(json.loads(r.body)) for r in store.records) == 1000
