@@ -80,6 +80,7 @@ P_TIMER_DEL_OFFSET = "TIMER_DEL_OFFSET"
 P_DELIVER_MS = "__STARTDELIVERTIME"
 _DISPATCH_BATCH = 1024
 _DISPATCH_DELAY_S = 0.05
+_DISPATCH_POLL_S = 0.1  # how often the dispatcher looks for what no wake announced
 _MAX_HINT_BATCHES = 4096  # send batches waiting for the dispatcher (at most ~1M records)
 _PUT_BATCH = 512
 _PROGRESS_TAIL = 64  # progress records read back to find the last second and its delivered entries
@@ -340,7 +341,7 @@ class TimerMessageStore:
 
     def _dispatch_loop(self) -> None:
         while self._running:
-            if self._dispatch_wake.wait(0.1):
+            if self._dispatch_wake.wait(_DISPATCH_POLL_S):
                 # let the send path hand over what it has just stored (accepted) first: under
                 # SYNC_FLUSH it does so only after the group commit. Nothing waits for this thread:
                 # the scanner and recalls dispatch what is pending themselves before reading.

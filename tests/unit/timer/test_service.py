@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -212,6 +213,17 @@ def _stored(
     return msgs, list(result.entries)
 
 
+@contextlib.contextmanager
+def _dispatcher_paused(timers: TimerMessageStore) -> Iterator[None]:
+    """The dispatcher thread reads nothing from the CommitLog meanwhile (it wakes every 0.1 s and
+    may otherwise come between a send and its ``accepted``)."""
+    timers._dispatch_pending = lambda: 0  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del timers._dispatch_pending
+
+
 def test_accepted_links_sent_timers_without_reading_them_back(store: MessageStore, tmp_path: Path) -> None:
     counting = _CountingStore(store)
     timers = TimerMessageStore(counting, tmp_path / "timer", max_delay_ms=60_000, checkpoint_interval_ms=200)
@@ -219,8 +231,9 @@ def test_accepted_links_sent_timers_without_reading_them_back(store: MessageStor
     try:
         _wait_for(lambda: timers._last_checkpoint > 0)  # the scanner's first checkpoint is done
         deliver = int(time.time() * 1000) + 1200
-        for batch in range(4):
-            timers.accepted(*_stored(store, 25, deliver, first=batch * 25))
+        with _dispatcher_paused(timers):  # it would read a batch stored and not yet accepted
+            for batch in range(4):
+                timers.accepted(*_stored(store, 25, deliver, first=batch * 25))
         assert timers._queue_offset == 100 and timers.accepted_direct == 100
         _wait_for(lambda: len(_delivered(store)) == 100)
         assert counting.timer_reads == 0
@@ -238,9 +251,10 @@ def test_accepted_after_a_gap_waits_for_the_dispatcher(store: MessageStore, tmp_
     timers.start()
     try:
         deliver = int(time.time() * 1000) + 1200
-        _stored(store, 10, deliver)  # never handed to accepted()
-        timers.accepted(*_stored(store, 10, deliver, first=10))
-        assert timers.accepted_direct == 0 and timers._queue_offset == 0
+        with _dispatcher_paused(timers):  # it would read the gap before the batch after it is accepted
+            _stored(store, 10, deliver)  # never handed to accepted()
+            timers.accepted(*_stored(store, 10, deliver, first=10))
+            assert timers.accepted_direct == 0 and timers._queue_offset == 0
         _wait_for(lambda: len(_delivered(store)) == 20)
         time.sleep(0.3)
         assert counting.timer_reads == 10 and timers.accepted_direct == 10
@@ -284,6 +298,8 @@ def test_a_woken_dispatcher_lets_the_send_path_hand_over_first(
     # a wait far longer than the test's own "group commit", so a loaded CI machine that stretches
     # the 5 ms sleep still hands over first; without the wait the dispatcher reads them back at once
     monkeypatch.setattr(timer_service, "_DISPATCH_DELAY_S", 0.5)
+    # and no look of its own every 0.1 s, which may come between a send and its accepted()
+    monkeypatch.setattr(timer_service, "_DISPATCH_POLL_S", 30.0)
     counting = _WakingCountingStore(store)
     timers = TimerMessageStore(counting, tmp_path / "timer", max_delay_ms=60_000, checkpoint_interval_ms=200)
     timers.start()
