@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 import dataplane.pop as pop_module
@@ -141,3 +142,22 @@ def test_a_state_written_before_rotated_journals_still_loads(tmp_path: Path) -> 
     assert pos.next_offset == 4 and list(pos.in_flight) == [3]
     state.close()
     assert _view(_state(tmp_path)) == _view(state)
+
+
+def test_the_snapshot_is_serialized_in_runs_to_the_same_bytes(tmp_path: Path) -> None:
+    """The snapshot thread serializes a few thousand entries at a time (the loop runs in between):
+    the bytes are orjson's of the whole export, a large queue's, a FIFO queue's and an empty one's."""
+    state = PopState(tmp_path, initial_offset=lambda g, t, q: 0, on_commit=lambda *a: None)
+    state.deliver_new("g", "t", 0, list(range(10_000)), 10**13)
+    state.deliver("g", "t", 0, 5, 2, 10**13, 10_000, waiting=True)
+    state.deliver("g", "t", 1, 0, 1, 10**13, 1, message_group="mg")
+    state.hold("g", "t", 1, 1, "mg", 2)
+    state.advance("g", "t", 2, 7)
+    items = state.export()
+    assert len(items[0]["inflight"]) > pop_module._SERIALIZED_RUN
+    assert pop_module.serialized(items) == orjson.dumps(items)
+    state.compact()
+    state.close()
+    again = PopState(tmp_path, initial_offset=lambda g, t, q: 0, on_commit=lambda *a: None)
+    assert orjson.loads(orjson.dumps(again.export()[:-1])) == orjson.loads(orjson.dumps(items[:-1]))
+    again.close()
