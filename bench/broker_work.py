@@ -13,7 +13,7 @@ than it moves a rate):
 - ``broker_trace_us_per_msg``    writing the trace events of those receives and acks to the store
 - ``broker_pop_compaction_ms``   how long a POP journal compaction holds the event loop with 20,000
                                  messages in flight (the export and the journal's rotation; the
-                                 snapshot is written and fsynced in a thread of its own)
+                                 snapshot is serialized, written and fsynced in a thread of its own)
 - ``broker_send_us_per_call``    a single-message SendMessage (as the official clients send) through
                                  the handler the server registers: the request's bytes decoded, the
                                  guard (admission, metering), the store's append (ASYNC_FLUSH), the
