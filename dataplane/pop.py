@@ -66,7 +66,7 @@ Key = tuple[str, str, int]  # (group, topic, queue_id)
 # A plain tuple, not an object of a class: the garbage collector stops tracking a tuple of ints and
 # strings, so a group's unacked messages add nothing to its full collections. As objects, 100,000
 # of them made every full collection of the broker ~9 ms longer, a pause on its event loop
-# (docs/benchmarks.md, "Unacked messages and the collector").
+# (docs/benchmarks.md, "Pauses on the event loop").
 InFlight = tuple[int, str, int, int, bool]
 OFFSET: Final = 0
 NONCE: Final = 1

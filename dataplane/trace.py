@@ -50,7 +50,8 @@ MAX_PENDING = 200_000
 _BATCH = 64  # events per record: keys stay far below the 64 KiB properties limit
 # Flushes are frequent and written a few records per loop pass: a flush holds the broker's event loop
 # while it sorts, encodes and stores, and every 0.2 s at 5,000 messages/s (2,000 events, 3.3 ms)
-# that stall was a good part of the broker's end-to-end p99 (docs/benchmarks.md, "Trace flushes").
+# that stall was a good part of the broker's end-to-end p99 (docs/benchmarks.md, "Pauses on the
+# event loop").
 _FLUSH_S = 0.05
 _RECORDS_PER_PASS = 4
 _MAX_RECORDS_READ = 64

@@ -24,9 +24,9 @@ Nothing is written through a mapping: the kernel write-protects a page written t
 mapping when it writes it back, with a TLB shootdown (an interrupt of every other CPU; on a VM an
 exit to the hypervisor each) per page, and the next write to it faults. The hash slots are random
 by design, so thousands of their pages were dirty at every flush of the index, and each flush took
-20-30 ms of the broker's event loop in one go (docs/benchmarks.md, "The index's hash slots in
-memory"). So a file being written keeps its hash slots in memory (``slot_table``, read from the
-file when the first key goes in) and :meth:`IndexFile.flush` copies them to the file with pwrite;
+20-30 ms of the broker's event loop in one go (docs/benchmarks.md, "Pauses on the event loop"). So a
+file being written keeps its hash slots in memory (``slot_table``, read from the file when the first
+key goes in) and :meth:`IndexFile.flush` copies them to the file with pwrite;
 entries and the header are written with pwrite as they are added. The order keeps the file
 consistent whenever it is copied: the header's INDEX COUNT first, then the entries, then the slots
 that point at them, so a slot on disk never points past the entries and count on disk.
