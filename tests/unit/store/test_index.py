@@ -187,15 +187,3 @@ def test_hash_slots_live_in_memory_and_reach_the_file_at_a_flush(tmp_path: Path,
         assert reopened.select("k3", 10, 0, 10_000) == [99_999, 30]
     finally:
         reopened.close()
-
-
-def test_a_failed_index_write_loses_keys_not_messages(make_store: StoreFactory) -> None:
-    """An index write that fails (ENOSPC past the store's disk guard) leaves the put stored and
-    readable; only its keys are not found, and the next put's keys are."""
-    store = make_store()
-    with patch("dataplane.store.index_file.IndexFile.put_keys", side_effect=OSError(28, "No space left")):
-        result = store.put_messages([msg(body=b"lost-key", KEYS="k1")])
-    assert result.ok and [m.body for m in store.get_messages("ns%t", 0, 0).messages] == [b"lost-key"]
-    assert store.query_messages_by_key("ns%t", "k1") == []
-    store.put_messages([msg(body=b"found", KEYS="k2")])
-    assert [m.body for m in store.query_messages_by_key("ns%t", "k2")] == [b"found"]
