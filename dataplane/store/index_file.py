@@ -19,27 +19,15 @@ Byte layout (big-endian)::
 
 Files live in ``<store_dir>/index/``, named by the 20-digit BEGIN PHY OFFSET. No CRC: keys are
 re-checked against the CommitLog on every read, so a collision or a stale entry is never returned.
-
-Nothing is written through a mapping: the kernel write-protects a page written through a shared
-mapping when it writes it back, with a TLB shootdown (an interrupt of every other CPU; on a VM an
-exit to the hypervisor each) per page, and the next write to it faults. The hash slots are random
-by design, so thousands of their pages were dirty at every flush of the index, and each flush took
-20-30 ms of the broker's event loop in one go (docs/benchmarks.md, "Pauses on the event loop"). So a
-file being written keeps its hash slots in memory (``slot_table``, read from the file when the first
-key goes in) and :meth:`IndexFile.flush` copies them to the file with pwrite;
-entries and the header are written with pwrite as they are added. The order keeps the file
-consistent whenever it is copied: the header's INDEX COUNT first, then the entries, then the slots
-that point at them, so a slot on disk never points past the entries and count on disk.
 """
 
 from __future__ import annotations
 
-import os
 import struct
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from dataplane.store.mapped_file import MappedFile
 from dataplane.store.record import compiled_index_put_keys
@@ -67,7 +55,6 @@ _MAX_DIFF: Final = 2**31 - 1  # TIME DIFF is an int32 of seconds
 _SLOTS_AT: Final = INDEX_HEADER.size
 _SLOT_SIZE: Final = _SLOT.size
 _ENTRY_SIZE: Final = INDEX_ENTRY.size
-_SLOTS_COPY: Final = 256 << 10  # bytes of hash slots per write when they are copied to the file
 
 
 def key_hash(key: str) -> int:
@@ -87,11 +74,8 @@ class IndexFile:
         self.max_num = max_num
         self._entries_at = INDEX_HEADER.size + slot_num * _SLOT.size
         size = self._entries_at + (max_num + 1) * INDEX_ENTRY.size
-        self.file = MappedFile(path, size, preallocate=False, random_access=True)
+        self.file = MappedFile(path, size, preallocate=False, writable_map=True, random_access=True)
         mm = self.file.mm
-        # The hash slots of a file being written (see the module docstring); None until a key goes in,
-        # and again once a full file's slots are on disk: lookups read the file then.
-        self.slot_table: bytearray | None = None
         self.begin_timestamp: int
         self.end_timestamp: int
         self.begin_phy_offset: int
@@ -146,15 +130,12 @@ class IndexFile:
         if diff > _MAX_DIFF:  # TIME DIFF would overflow: the next key goes to a new file
             self.sealed = True
             return 0
-        table = self.slot_table
-        if table is None:
-            table = self.slot_table = bytearray(os.pread(self.file.fd, self.slot_num * _SLOT_SIZE, _SLOTS_AT))
+        mm = self.file.mm
         number, slots = self.index_count, self.hash_slot_count
         end = min(len(items), start + self.max_num + 1 - number)
         if compiled_index_put_keys is not None:  # the same loop in C (tests/unit/store/test_index.py)
             number, slots, physical_offset = compiled_index_put_keys(
-                table,
-                self.file.fd,
+                mm,
                 items if type(items) is list else list(items),
                 start,
                 end,
@@ -164,36 +145,38 @@ class IndexFile:
                 slots,
                 diff,
                 self.end_phy_offset,
-                self.begin_timestamp,
-                store_timestamp,
-                self.begin_phy_offset,
             )
         else:
-            number, slots, physical_offset = self._put_keys_python(
-                table, items, start, end, number, slots, diff, store_timestamp
-            )
+            number, slots, physical_offset = self._put_keys_python(mm, items, start, end, number, slots, diff)
         self.hash_slot_count = slots
         self.end_timestamp = store_timestamp
         self.end_phy_offset = physical_offset
+        INDEX_HEADER.pack_into(
+            mm,
+            0,
+            self.begin_timestamp,
+            store_timestamp,
+            self.begin_phy_offset,
+            physical_offset,
+            slots,
+            number,
+        )
         self.index_count = number
         return end - start
 
     def _put_keys_python(
         self,
-        table: bytearray,
+        mm: Any,
         items: Sequence[tuple[str, int]],
         start: int,
         end: int,
         number: int,
         slots: int,
         diff: int,
-        store_timestamp: int,
     ) -> tuple[int, int, int]:
-        """The loop of :meth:`put_keys`: (next entry number, slots in use, last physical offset).
-        Key by key: the header (its count taking the key in), the entry, then the slot."""
+        """The loop of :meth:`put_keys`: (next entry number, slots in use, last physical offset)."""
         slot_num, entries_at = self.slot_num, self._entries_at
-        unpack_slot, pack_slot, pack_entry = _SLOT.unpack_from, _SLOT.pack_into, INDEX_ENTRY.pack
-        write = self.file.write
+        unpack_slot, pack_slot, pack_entry = _SLOT.unpack_from, _SLOT.pack_into, INDEX_ENTRY.pack_into
         crc32 = zlib.crc32
         physical_offset = self.end_phy_offset
         for i in range(start, end):
@@ -201,22 +184,13 @@ class IndexFile:
             # key_hash, inlined (this runs for every key of every message); select() finds nothing
             # if the two ever differ, which the index tests would catch
             h = crc32(key.encode()) & 0x7FFFFFFF
-            slot_pos = (h % slot_num) * _SLOT_SIZE
-            (head,) = unpack_slot(table, slot_pos)
+            slot_pos = _SLOTS_AT + (h % slot_num) * _SLOT_SIZE
+            (head,) = unpack_slot(mm, slot_pos)
             if head <= 0 or head >= number:
                 head = 0
                 slots += 1
-            header = INDEX_HEADER.pack(
-                self.begin_timestamp,
-                store_timestamp,
-                self.begin_phy_offset,
-                physical_offset,
-                slots,
-                number + 1,
-            )
-            write(0, header)
-            write(entries_at + number * _ENTRY_SIZE, pack_entry(h, physical_offset, diff, head))
-            pack_slot(table, slot_pos, number)
+            pack_entry(mm, entries_at + number * _ENTRY_SIZE, h, physical_offset, diff, head)
+            pack_slot(mm, slot_pos, number)
             number += 1
         return number, slots, physical_offset
 
@@ -230,14 +204,9 @@ class IndexFile:
         elif end_ms < self.begin_timestamp or begin_ms > self.end_timestamp:
             return result
         mm = self.file.mm
-        table = self.slot_table
         h = key_hash(key)
         try:
-            slot_pos = (h % self.slot_num) * _SLOT_SIZE
-            if table is not None:
-                (number,) = _SLOT.unpack_from(table, slot_pos)
-            else:
-                (number,) = _SLOT.unpack_from(mm, _SLOTS_AT + slot_pos)
+            (number,) = _SLOT.unpack_from(mm, INDEX_HEADER.size + (h % self.slot_num) * _SLOT.size)
             limit = self.index_count
             while 0 < number < limit and len(result) < max_num:
                 ehash, phy, diff, prev = INDEX_ENTRY.unpack_from(
@@ -255,30 +224,9 @@ class IndexFile:
         return result
 
     def flush(self) -> None:
-        """Copy the hash slots to the file and fsync it: every key added before the call is durable.
-        Runs beside puts (a checkpoint thread): the copy may hold newer slots, never a slot newer than
-        the entries and count on disk (see the module docstring)."""
-        table = self.slot_table
-        if table is not None:
-            self._write_slots(table)
         self.file.msync()
-        if table is not None and self.is_full:  # no key goes in any more: lookups read the file
-            self.slot_table = None
-
-    def _write_slots(self, table: bytearray) -> None:
-        # pwrite, without the interpreter's lock, 256 KiB at a time: a write holds the file's lock,
-        # and the puts' own writes of entries wait for it (20 MB in one call held them ~5 ms)
-        view = memoryview(table)
-        try:
-            for at in range(0, len(view), _SLOTS_COPY):
-                self.file.write(_SLOTS_AT + at, view[at : at + _SLOTS_COPY])
-        finally:
-            view.release()
 
     def close(self) -> None:
-        table = self.slot_table
-        if table is not None and not self.file.closed:  # what a reopen reads (durable at the flush)
-            self._write_slots(table)
         self.file.close()
 
     def destroy(self) -> None:
