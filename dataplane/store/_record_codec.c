@@ -16,6 +16,8 @@
 #include <structmember.h>
 #include <stdint.h>
 #include <string.h>
+#include <errno.h>
+#include <unistd.h>
 
 #define HEADER_SIZE 88
 #define CQ_ENTRY_SIZE 20
@@ -1132,46 +1134,58 @@ fail:
     return NULL;
 }
 
+/* index_put_keys(slot_table, dirty, fd, items, start, end, slot_num, entries_at, number, slots, diff,
+ * physical_offset) -> (next number, slots in use, last physical offset): IndexFile.put_keys's loop.
+ * The hash slots are ``slot_table`` (the file's slots kept in memory, a bytearray; ``dirty`` has a
+ * byte per 4 KiB page of it, set to 1 when a slot of the page changes); the entries are written to
+ * the file with pwrite on ``fd``, a chunk's (contiguous) in one call, before the slots that point at
+ * them change. index_file.py says why nothing is written through a mapping. */
 static PyObject *index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 10 || !PyList_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "index_put_keys(mm, items: list, start, end, slot_num, entries_at, "
-                                         "number, slots, diff, physical_offset)");
+    if (nargs != 12 || !PyList_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "index_put_keys(slot_table, dirty, fd, items: list, start, end, "
+                                         "slot_num, entries_at, number, slots, diff, physical_offset)");
         return NULL;
     }
-    long long v[8];
-    for (int i = 0; i < 8; i++) {
-        v[i] = PyLong_AsLongLong(args[2 + i]);
+    long long v[9];
+    for (int i = 0; i < 9; i++) {
+        v[i] = PyLong_AsLongLong(args[i == 0 ? 2 : 3 + i]);
         if (v[i] == -1 && PyErr_Occurred())
             return NULL;
     }
-    long long start = v[0], end = v[1], slot_num = v[2], entries_at = v[3], number = v[4], slots = v[5];
-    long long diff = v[6], physical_offset = v[7];
-    PyObject *items = args[1];
-    if (start < 0 || end > PyList_GET_SIZE(items) || slot_num <= 0 || number <= 0 || diff < 0 ||
-        diff > INT32_MAX) {
+    int fd = (int)v[0];
+    long long start = v[1], end = v[2], slot_num = v[3], entries_at = v[4], number = v[5], slots = v[6];
+    long long diff = v[7], physical_offset = v[8];
+    PyObject *items = args[3];
+    if (fd < 0 || start < 0 || end > PyList_GET_SIZE(items) || slot_num <= 0 || number <= 0 || diff < 0 ||
+        diff > INT32_MAX || entries_at < 0 || number + (end - start) > INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "index_put_keys: arguments out of range");
         return NULL;
     }
-    Py_buffer view;
+    Py_buffer view, dirty_view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0)
         return NULL;
-    unsigned char *base = view.buf;
-    long long size = view.len;
-    if (INDEX_SLOTS_AT + slot_num * 4 > size) {
-        PyErr_SetString(PyExc_ValueError, "index_put_keys: the hash slots run past the file");
+    if (PyObject_GetBuffer(args[1], &dirty_view, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    unsigned char *table = view.buf, *dirty = dirty_view.buf;
+    if (slot_num * 4 > view.len || (slot_num * 4 + 4095) / 4096 > dirty_view.len) {
+        PyErr_SetString(PyExc_ValueError, "index_put_keys: the slot table or its page map is too small");
         goto fail;
     }
-    /* Two passes per chunk: the first hashes the keys and prefetches their slots, the second links
-     * the entries. The slots are random over the file (20 MB by default), so each is a cache and TLB
-     * miss; prefetched together their misses overlap instead of coming one after the other. */
+    /* Per chunk: hash the keys and prefetch their slots (random over 20 MB by default: a cache and
+     * TLB miss each, overlapped when prefetched together); link the entries (a key's head is the
+     * newest earlier key of the chunk in its slot, else the table's); write the entries; then set
+     * the slots and mark their pages. */
     enum { CHUNK = 64 };
     uint32_t hashes[CHUNK];
-    long long offsets[CHUNK];
+    long long offsets[CHUNK], slot_of[CHUNK];
+    unsigned char entries[CHUNK * INDEX_ENTRY_SIZE];
     for (long long first = start; first < end; first += CHUNK) {
-        long long last = first + CHUNK < end ? first + CHUNK : end;
-        for (long long i = first; i < last; i++) {
-            PyObject *item = PyList_GET_ITEM(items, i);
+        long long count = (first + CHUNK < end ? first + CHUNK : end) - first;
+        for (long long i = 0; i < count; i++) {
+            PyObject *item = PyList_GET_ITEM(items, first + i);
             if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
                 !PyUnicode_Check(PyTuple_GET_ITEM(item, 0))) {
                 PyErr_SetString(PyExc_TypeError, "index_put_keys: items are (key: str, physical offset: int)");
@@ -1184,39 +1198,58 @@ static PyObject *index_put_keys(PyObject *module, PyObject *const *args, Py_ssiz
             uint32_t h = key_crc(PyTuple_GET_ITEM(item, 0), &failed) & 0x7FFFFFFFu;
             if (failed)
                 goto fail;
-            hashes[i - first] = h;
-            offsets[i - first] = offset;
-            __builtin_prefetch(base + INDEX_SLOTS_AT + (long long)(h % (uint64_t)slot_num) * 4, 1, 1);
+            hashes[i] = h;
+            offsets[i] = offset;
+            slot_of[i] = (long long)(h % (uint64_t)slot_num);
+            __builtin_prefetch(table + slot_of[i] * 4, 1, 1);
         }
-        for (long long i = first; i < last; i++) {
-            uint32_t h = hashes[i - first];
-            physical_offset = offsets[i - first];
-            long long slot_pos = INDEX_SLOTS_AT + (long long)(h % (uint64_t)slot_num) * 4;
-            long long entry_pos = entries_at + number * INDEX_ENTRY_SIZE;
-            if (entry_pos < 0 || entry_pos + INDEX_ENTRY_SIZE > size || number > INT32_MAX) {
-                PyErr_SetString(PyExc_ValueError, "index_put_keys: an entry runs past the file");
-                goto fail;
+        for (long long i = 0; i < count; i++) {
+            int32_t head = -1;
+            for (long long j = i - 1; j >= 0; j--) { /* an earlier key of the chunk in the same slot */
+                if (slot_of[j] == slot_of[i]) {
+                    head = (int32_t)(number + j);
+                    break;
+                }
             }
-            const unsigned char *s = base + slot_pos;
-            int32_t head =
-                (int32_t)(((uint32_t)s[0] << 24) | ((uint32_t)s[1] << 16) | ((uint32_t)s[2] << 8) | s[3]);
-            if (head <= 0 || head >= number) {
-                head = 0;
-                slots++;
+            if (head < 0) {
+                const unsigned char *s = table + slot_of[i] * 4;
+                head = (int32_t)(((uint32_t)s[0] << 24) | ((uint32_t)s[1] << 16) | ((uint32_t)s[2] << 8) | s[3]);
+                if (head <= 0 || head >= number) {
+                    head = 0;
+                    slots++;
+                }
             }
-            unsigned char *e = base + entry_pos;
-            put32(e, h);
-            put64(e + 4, (uint64_t)physical_offset);
+            unsigned char *e = entries + i * INDEX_ENTRY_SIZE;
+            put32(e, hashes[i]);
+            put64(e + 4, (uint64_t)offsets[i]);
             put32(e + 12, (uint32_t)diff);
             put32(e + 16, (uint32_t)head);
-            put32(base + slot_pos, (uint32_t)number);
-            number++;
         }
+        size_t n = (size_t)count * INDEX_ENTRY_SIZE;
+        off_t at = (off_t)(entries_at + number * INDEX_ENTRY_SIZE);
+        ssize_t wrote;
+        Py_BEGIN_ALLOW_THREADS
+        wrote = pwrite(fd, entries, n, at);
+        Py_END_ALLOW_THREADS
+        if (wrote != (ssize_t)n) {
+            if (wrote >= 0)
+                errno = ENOSPC; /* short: a full disk */
+            PyErr_SetFromErrno(PyExc_OSError);
+            goto fail;
+        }
+        for (long long i = 0; i < count; i++) { /* in order: the newest key of a slot is set last */
+            put32(table + slot_of[i] * 4, (uint32_t)(number + i));
+            dirty[slot_of[i] * 4 / 4096] = 1;
+        }
+        number += count;
+        physical_offset = offsets[count - 1];
     }
     PyBuffer_Release(&view);
+    PyBuffer_Release(&dirty_view);
     return Py_BuildValue("(LLL)", number, slots, physical_offset);
 fail:
     PyBuffer_Release(&view);
+    PyBuffer_Release(&dirty_view);
     return NULL;
 }
 
@@ -1477,7 +1510,8 @@ static PyMethodDef methods[] = {
      "index_items(requests) -> [(key, physical offset)]: the index keys of (topic, KEYS, UNIQ_KEY, "
      "offset) requests, as IndexService.put_batch makes them."},
     {"index_put_keys", (PyCFunction)(void (*)(void))index_put_keys, METH_FASTCALL,
-     "index_put_keys(mm, items, start, end, slot_num, entries_at, number, slots, diff, physical_offset) "
+     "index_put_keys(slot_table, dirty, fd, items, start, end, slot_num, entries_at, number, slots, diff, "
+     "physical_offset) "
      "-> (number, slots, last physical offset); IndexFile.put_keys' loop."},
     {"decode_record", (PyCFunction)(void (*)(void))decode_record, METH_FASTCALL,
      "decode_record(buf, pos, limit, check_crc, stored_type) -> the record at buf[pos:] as stored_type, "

@@ -19,15 +19,36 @@ Byte layout (big-endian)::
 
 Files live in ``<store_dir>/index/``, named by the 20-digit BEGIN PHY OFFSET. No CRC: keys are
 re-checked against the CommitLog on every read, so a collision or a stale entry is never returned.
+
+Nothing is written through a mapping: the kernel write-protects a page written through a shared
+mapping when it writes it back, with a TLB shootdown (an interrupt of every other CPU; on a VM an
+exit to the hypervisor each) per page, and the next write to it faults. The hash slots are random
+by design, so thousands of their pages were dirty at every flush of the index, and each flush took
+20-30 ms of the broker's event loop in one go (docs/benchmarks.md, "Pauses on the event loop").
+
+So a file being written keeps its hash slots in memory (``slot_table``, read from the file at its
+first key after opening, with a map of the 4 KiB pages changed since) and writes its entries with
+pwrite as keys go in, each run of entries before the slots that point at them. :meth:`IndexFile.flush`
+writes the changed slot pages, then the header as it stood when the flush began, then fsyncs. On
+disk, then, the header (INDEX COUNT, END PHY OFFSET) is never ahead of the slots: recovery re-indexes
+from END PHY OFFSET whatever a crash (a killed process too: the slots in memory go with it) left out.
+Slots copied may be newer than the header; entries they point at were written before them, and a
+file opened for writing numbers its next entry past every slot (:meth:`_open_slots`), so none of
+those is overwritten. A key indexed again after a crash has two entries; lookups return each offset
+once (``IndexService.select``).
 """
 
 from __future__ import annotations
 
+import array
+import os
 import struct
+import sys
+import threading
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from dataplane.store.mapped_file import MappedFile
 from dataplane.store.record import compiled_index_put_keys
@@ -55,6 +76,7 @@ _MAX_DIFF: Final = 2**31 - 1  # TIME DIFF is an int32 of seconds
 _SLOTS_AT: Final = INDEX_HEADER.size
 _SLOT_SIZE: Final = _SLOT.size
 _ENTRY_SIZE: Final = INDEX_ENTRY.size
+_PAGE: Final = 4096  # bytes of hash slots per entry of the changed-page map
 
 
 def key_hash(key: str) -> int:
@@ -74,8 +96,14 @@ class IndexFile:
         self.max_num = max_num
         self._entries_at = INDEX_HEADER.size + slot_num * _SLOT.size
         size = self._entries_at + (max_num + 1) * INDEX_ENTRY.size
-        self.file = MappedFile(path, size, preallocate=False, writable_map=True, random_access=True)
+        self.file = MappedFile(path, size, preallocate=False, random_access=True)
         mm = self.file.mm
+        # The hash slots of a file being written and the pages of them changed since the last flush
+        # (see the module docstring); None until a key goes in, and again once a full file's slots
+        # are on disk: lookups read the file then. ``_lock``: a put and the flush's view of it.
+        self.slot_table: bytearray | None = None
+        self._changed = bytearray()
+        self._lock = threading.Lock()
         self.begin_timestamp: int
         self.end_timestamp: int
         self.begin_phy_offset: int
@@ -130,12 +158,18 @@ class IndexFile:
         if diff > _MAX_DIFF:  # TIME DIFF would overflow: the next key goes to a new file
             self.sealed = True
             return 0
-        mm = self.file.mm
+        with self._lock:
+            return self._put_keys(items, start, store_timestamp, diff)
+
+    def _put_keys(self, items: Sequence[tuple[str, int]], start: int, store_timestamp: int, diff: int) -> int:
+        table = self.slot_table if self.slot_table is not None else self._open_slots()
         number, slots = self.index_count, self.hash_slot_count
         end = min(len(items), start + self.max_num + 1 - number)
         if compiled_index_put_keys is not None:  # the same loop in C (tests/unit/store/test_index.py)
             number, slots, physical_offset = compiled_index_put_keys(
-                mm,
+                table,
+                self._changed,
+                self.file.fd,
                 items if type(items) is list else list(items),
                 start,
                 end,
@@ -147,26 +181,33 @@ class IndexFile:
                 self.end_phy_offset,
             )
         else:
-            number, slots, physical_offset = self._put_keys_python(mm, items, start, end, number, slots, diff)
+            number, slots, physical_offset = self._put_keys_python(
+                table, items, start, end, number, slots, diff
+            )
         self.hash_slot_count = slots
         self.end_timestamp = store_timestamp
         self.end_phy_offset = physical_offset
-        INDEX_HEADER.pack_into(
-            mm,
-            0,
-            self.begin_timestamp,
-            store_timestamp,
-            self.begin_phy_offset,
-            physical_offset,
-            slots,
-            number,
-        )
         self.index_count = number
         return end - start
 
+    def _open_slots(self) -> bytearray:
+        """Read the hash slots into memory for writing; the next entry is numbered past every slot
+        (one copied by a flush may be newer than the header: see the module docstring)."""
+        raw = os.pread(self.file.fd, self.slot_num * _SLOT_SIZE, _SLOTS_AT)
+        table = bytearray(raw) + bytes(self.slot_num * _SLOT_SIZE - len(raw))
+        heads = array.array("i", table)
+        if sys.byteorder == "little":
+            heads.byteswap()
+        newest = max(heads, default=0)
+        if self.index_count <= newest <= self.max_num:
+            self.index_count = newest + 1
+        self._changed = bytearray(-(-len(table) // _PAGE))
+        self.slot_table = table
+        return table
+
     def _put_keys_python(
         self,
-        mm: Any,
+        table: bytearray,
         items: Sequence[tuple[str, int]],
         start: int,
         end: int,
@@ -176,7 +217,8 @@ class IndexFile:
     ) -> tuple[int, int, int]:
         """The loop of :meth:`put_keys`: (next entry number, slots in use, last physical offset)."""
         slot_num, entries_at = self.slot_num, self._entries_at
-        unpack_slot, pack_slot, pack_entry = _SLOT.unpack_from, _SLOT.pack_into, INDEX_ENTRY.pack_into
+        unpack_slot, pack_slot, pack_entry = _SLOT.unpack_from, _SLOT.pack_into, INDEX_ENTRY.pack
+        write, changed = self.file.write, self._changed
         crc32 = zlib.crc32
         physical_offset = self.end_phy_offset
         for i in range(start, end):
@@ -184,13 +226,14 @@ class IndexFile:
             # key_hash, inlined (this runs for every key of every message); select() finds nothing
             # if the two ever differ, which the index tests would catch
             h = crc32(key.encode()) & 0x7FFFFFFF
-            slot_pos = _SLOTS_AT + (h % slot_num) * _SLOT_SIZE
-            (head,) = unpack_slot(mm, slot_pos)
+            slot_pos = (h % slot_num) * _SLOT_SIZE
+            (head,) = unpack_slot(table, slot_pos)
             if head <= 0 or head >= number:
                 head = 0
                 slots += 1
-            pack_entry(mm, entries_at + number * _ENTRY_SIZE, h, physical_offset, diff, head)
-            pack_slot(mm, slot_pos, number)
+            write(entries_at + number * _ENTRY_SIZE, pack_entry(h, physical_offset, diff, head))
+            pack_slot(table, slot_pos, number)
+            changed[slot_pos // _PAGE] = 1
             number += 1
         return number, slots, physical_offset
 
@@ -204,9 +247,14 @@ class IndexFile:
         elif end_ms < self.begin_timestamp or begin_ms > self.end_timestamp:
             return result
         mm = self.file.mm
+        table = self.slot_table
         h = key_hash(key)
         try:
-            (number,) = _SLOT.unpack_from(mm, INDEX_HEADER.size + (h % self.slot_num) * _SLOT.size)
+            slot_pos = (h % self.slot_num) * _SLOT_SIZE
+            if table is not None:
+                (number,) = _SLOT.unpack_from(table, slot_pos)
+            else:
+                (number,) = _SLOT.unpack_from(mm, _SLOTS_AT + slot_pos)
             limit = self.index_count
             while 0 < number < limit and len(result) < max_num:
                 ehash, phy, diff, prev = INDEX_ENTRY.unpack_from(
@@ -224,9 +272,45 @@ class IndexFile:
         return result
 
     def flush(self) -> None:
+        """Make every key added before the call durable: the changed slot pages, then the header as
+        it stood when the flush began, then an fsync. Runs beside puts (a checkpoint thread)."""
+        table = self.slot_table
+        if table is not None:
+            self._write_slots(table)
         self.file.msync()
+        if table is not None and self.is_full:  # no key goes in any more: lookups read the file
+            self.slot_table = None
+
+    def _write_slots(self, table: bytearray) -> None:
+        with self._lock:  # a put is whole or not begun: the header below covers only slots set
+            header = INDEX_HEADER.pack(
+                self.begin_timestamp,
+                self.end_timestamp,
+                self.begin_phy_offset,
+                self.end_phy_offset,
+                self.hash_slot_count,
+                self.index_count,
+            )
+        changed = self._changed
+        view = memoryview(table)
+        try:
+            page = 0
+            while (page := changed.find(1, page)) >= 0:
+                run = page
+                while run < len(changed) and changed[run]:
+                    changed[run] = 0  # before the copy: a slot set meanwhile marks it again
+                    run += 1
+                # pwrite, without the interpreter's lock (puts go on meanwhile)
+                self.file.write(_SLOTS_AT + page * _PAGE, view[page * _PAGE : run * _PAGE])
+                page = run
+        finally:
+            view.release()
+        self.file.write(0, header)
 
     def close(self) -> None:
+        table = self.slot_table
+        if table is not None and not self.file.closed:  # what a reopen reads (durable at the flush)
+            self._write_slots(table)
         self.file.close()
 
     def destroy(self) -> None:

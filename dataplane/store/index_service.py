@@ -95,7 +95,11 @@ class IndexService:
         for _ in range(len(items) + 2):
             if done >= len(items):
                 return
-            done += self._writable(items[done][1]).put_keys(items, done, ts)
+            try:
+                done += self._writable(items[done][1]).put_keys(items, done, ts)
+            except OSError:  # a full disk (pwrite): the messages are stored, only their keys are missing
+                logger.exception("index: %d keys not indexed", len(items) - done)
+                return
         raise StoreError(f"index: {len(items) - done} keys found no index file to take them")
 
     def select(self, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataplane.store.index_file import IndexFile
+from dataplane.store.index_file import INDEX_HEADER, IndexFile
 from dataplane.store.index_service import index_items_python
 from dataplane.store.record import compiled_index_items, compiled_index_put_keys
 from tests.unit.store.conftest import StoreFactory, msg
@@ -160,3 +160,67 @@ def test_compiled_index_items_are_the_python_ones(
 ) -> None:
     assert compiled_index_items is not None, "the store's C extension is not built: run scripts/build_ext.py"
     assert compiled_index_items(requests) == index_items_python(requests)
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_hash_slots_live_in_memory_and_reach_the_file_at_a_flush(tmp_path: Path, compiled: bool) -> None:
+    """Nothing is written through the file's mapping (read-only: a page written through it costs a
+    TLB shootdown at each flush); the slots changed since the last flush are written by ``flush``,
+    and a crash after it (no close) keeps every key added before it findable, its chains whole."""
+    path = tmp_path / f"{0:020d}"
+    f = IndexFile(path, 4096, 1000)
+    loop = compiled_index_put_keys if compiled else None
+    with patch("dataplane.store.index_file.compiled_index_put_keys", loop):
+        f.put_keys([(f"k{i}", i * 10) for i in range(100)], 0, 1_000)
+        with pytest.raises(TypeError):
+            f.file.mm[0:4] = b"\0\0\0\0"  # a read-only mapping
+        f.flush()
+        assert path.stat().st_blocks * 512 < 256 << 10  # the changed pages, not 16 KiB of slots each
+        f.put_keys([(f"k{i}", i * 10) for i in range(100, 150)], 0, 1_000)
+        assert f.select("k120", 10, 0, 10_000) == [1200]
+    f.file.close()  # a crash: the slots of the last 50 keys were never written
+    reopened = IndexFile(path, 4096, 1000)
+    try:
+        assert reopened.index_count == 101  # the header as the flush wrote it
+        assert all(reopened.select(f"k{i}", 10, 0, 10_000) == [i * 10] for i in range(100))
+        assert reopened.select("k120", 10, 0, 10_000) == []  # recovery indexes it again
+        reopened.put_keys([("k3", 99_999)], 0, 1_000)
+        assert reopened.select("k3", 10, 0, 10_000) == [99_999, 30]
+    finally:
+        reopened.close()
+
+
+def test_a_file_reopened_for_writing_numbers_past_every_slot(tmp_path: Path) -> None:
+    """A flush copies slots that may be newer than the header it writes: a crash between them leaves
+    slots pointing past INDEX COUNT. Reopened, the file numbers its next entry past them, so the
+    entries they point at are not overwritten."""
+    path = tmp_path / f"{0:020d}"
+    f = IndexFile(path, 16, 1000)
+    f.put_keys([(f"k{i}", i * 10) for i in range(20)], 0, 1_000)
+    f.flush()
+    f.put_keys([(f"k{i}", i * 10) for i in range(20, 40)], 0, 1_000)
+    table = f.slot_table
+    assert table is not None
+    f.file.write(INDEX_HEADER.size, bytes(table))  # the slots went to disk, the header did not
+    f.file.close()
+    reopened = IndexFile(path, 16, 1000)
+    try:
+        assert reopened.index_count == 21
+        reopened.put_keys([("new", 99_999)], 0, 1_000)
+        assert reopened.index_count == 42  # past entry 40, the newest a slot points at
+        assert all(reopened.select(f"k{i}", 10, 0, 10_000) == [i * 10] for i in range(40))
+        assert reopened.select("new", 10, 0, 10_000) == [99_999]
+    finally:
+        reopened.close()
+
+
+def test_a_failed_index_write_loses_keys_not_messages(make_store: StoreFactory) -> None:
+    """An index write that fails (ENOSPC past the store's disk guard) leaves the put stored and
+    readable; only its keys are not found, and the next put's keys are."""
+    store = make_store()
+    with patch("dataplane.store.index_file.IndexFile.put_keys", side_effect=OSError(28, "No space left")):
+        result = store.put_messages([msg(body=b"lost-key", KEYS="k1")])
+    assert result.ok and [m.body for m in store.get_messages("ns%t", 0, 0).messages] == [b"lost-key"]
+    assert store.query_messages_by_key("ns%t", "k1") == []
+    store.put_messages([msg(body=b"found", KEYS="k2")])
+    assert [m.body for m in store.query_messages_by_key("ns%t", "k2")] == [b"found"]
