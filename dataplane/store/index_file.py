@@ -77,6 +77,7 @@ _SLOTS_AT: Final = INDEX_HEADER.size
 _SLOT_SIZE: Final = _SLOT.size
 _ENTRY_SIZE: Final = INDEX_ENTRY.size
 _PAGE: Final = 4096  # bytes of hash slots per entry of the changed-page map
+_PAGES_PER_WRITE: Final = 64  # changed slot pages written per call at a flush
 
 
 def key_hash(key: str) -> int:
@@ -297,10 +298,11 @@ class IndexFile:
             page = 0
             while (page := changed.find(1, page)) >= 0:
                 run = page
-                while run < len(changed) and changed[run]:
+                while run < len(changed) and changed[run] and run - page < _PAGES_PER_WRITE:
                     changed[run] = 0  # before the copy: a slot set meanwhile marks it again
                     run += 1
-                # pwrite, without the interpreter's lock (puts go on meanwhile)
+                # pwrite, without the interpreter's lock (puts go on meanwhile), 256 KiB at most: a
+                # write holds the file's lock, and the puts' writes of entries wait for it
                 self.file.write(_SLOTS_AT + page * _PAGE, view[page * _PAGE : run * _PAGE])
                 page = run
         finally:
