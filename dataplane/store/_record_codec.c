@@ -1253,6 +1253,29 @@ fail:
     return NULL;
 }
 
+/* index_newest_slot(slot_table) -> int: the largest of the table's big-endian int32 slots (0 if none
+ * is positive). A file opened for writing numbers its next entry past it (IndexFile._open_slots):
+ * 5 million slots in Python took 100 ms of the event loop at the first put after a start. */
+static PyObject *index_newest_slot(PyObject *module, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *p = view.buf;
+    Py_ssize_t n = view.len / 4;
+    int32_t newest = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t v = (int32_t)(((uint32_t)p[4 * i] << 24) | ((uint32_t)p[4 * i + 1] << 16) |
+                              ((uint32_t)p[4 * i + 2] << 8) | p[4 * i + 3]);
+        if (v > newest)
+            newest = v;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromLong(newest);
+}
+
 static int intern_queue_names(void)
 {
     if (s_max_offset != NULL)
@@ -1509,6 +1532,8 @@ static PyMethodDef methods[] = {
     {"index_items", index_items, METH_O,
      "index_items(requests) -> [(key, physical offset)]: the index keys of (topic, KEYS, UNIQ_KEY, "
      "offset) requests, as IndexService.put_batch makes them."},
+    {"index_newest_slot", (PyCFunction)index_newest_slot, METH_O,
+     "index_newest_slot(slot_table) -> int: the largest big-endian int32 slot (0 if none is positive)."},
     {"index_put_keys", (PyCFunction)(void (*)(void))index_put_keys, METH_FASTCALL,
      "index_put_keys(slot_table, dirty, fd, items, start, end, slot_num, entries_at, number, slots, diff, "
      "physical_offset) "

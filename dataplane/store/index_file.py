@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Final
 
 from dataplane.store.mapped_file import MappedFile
-from dataplane.store.record import compiled_index_put_keys
+from dataplane.store.record import compiled_index_newest_slot, compiled_index_put_keys
 
 __all__ = ("INDEX_ENTRY", "INDEX_HEADER", "IndexFile", "key_hash")
 
@@ -194,12 +194,19 @@ class IndexFile:
     def _open_slots(self) -> bytearray:
         """Read the hash slots into memory for writing; the next entry is numbered past every slot
         (one copied by a flush may be newer than the header: see the module docstring)."""
-        raw = os.pread(self.file.fd, self.slot_num * _SLOT_SIZE, _SLOTS_AT)
-        table = bytearray(raw) + bytes(self.slot_num * _SLOT_SIZE - len(raw))
-        heads = array.array("i", table)
-        if sys.byteorder == "little":
-            heads.byteswap()
-        newest = max(heads, default=0)
+        size = self.slot_num * _SLOT_SIZE
+        if self.index_count <= 1 and self.hash_slot_count == 0:  # a new file: nothing to read
+            table, newest = bytearray(size), 0
+        else:
+            table = bytearray(os.pread(self.file.fd, size, _SLOTS_AT))
+            table += bytes(size - len(table))
+            if compiled_index_newest_slot is not None:
+                newest = compiled_index_newest_slot(table)
+            else:
+                heads = array.array("i", table)
+                if sys.byteorder == "little":
+                    heads.byteswap()
+                newest = max(heads, default=0)
         if self.index_count <= newest <= self.max_num:
             self.index_count = newest + 1
         self._changed = bytearray(-(-len(table) // _PAGE))

@@ -418,6 +418,10 @@ compiled_index_items: (
 compiled_index_put_keys: Callable[..., tuple[int, int, int]] | None = (
     None if _codec is None else _codec.index_put_keys
 )
+# The largest slot of an IndexFile's hash slots (IndexFile._open_slots), compiled; None when not built.
+compiled_index_newest_slot: Callable[[bytes | bytearray], int] | None = (
+    None if _codec is None else _codec.index_newest_slot
+)
 # record.decode_record's compiled form (None when not built): well-formed records only
 compiled_decode_record: Callable[..., StoredMessage | None] | None = (
     None if _codec is None else _codec.decode_record
