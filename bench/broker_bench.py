@@ -735,6 +735,40 @@ async def run_consume_only(count: int = 40_000) -> dict[str, Any]:
     return results
 
 
+async def e2e_figures(
+    where: str, consumers: ConsumerProcess, pid: int, prefix: str, server: str, seconds: float
+) -> dict[str, float]:
+    """The e2e_p99_ms run against ``where`` (5,000 msgs/s through the SDK's batching producer, 1 ms
+    delay) and its figures, named with ``prefix``: the p99s (all, first and last fifth, sends), the
+    cores busy (``server`` names the serving process's: ``broker`` or ``server``), the stolen share,
+    and the receives' shape (see :func:`e2e_latency`)."""
+    cpu: dict[str, float] = {}
+    drift: dict[str, float] = {}
+    shape: dict[str, float] = {}
+    high, high_send = await e2e_latency(
+        where,
+        consumers,
+        rate=5000,
+        seconds=seconds,
+        batch_delay_ms=1.0,
+        cpu=cpu,
+        pid=pid,
+        drift=drift,
+        receives=shape,
+    )
+    figures = {
+        f"{prefix}e2e_p99_ms": high,
+        f"{prefix}e2e_send_p99_ms": high_send,
+        f"{prefix}e2e_p99_ms_first_fifth": drift["first"],
+        f"{prefix}e2e_p99_ms_last_fifth": drift["last"],
+        f"{prefix}e2e_{server}_cpu": cpu["broker"],
+        f"{prefix}e2e_client_cpu": cpu["client"],
+        f"{prefix}e2e_consumers_cpu": cpu["consumers"],
+        f"{prefix}e2e_steal_share": cpu["steal"],
+    }
+    return figures | {f"{prefix}e2e_receive_{key}": value for key, value in shape.items()}
+
+
 async def run_e2e_only(e2e_consumers: int = E2E_CONSUMERS, seconds: float = 6) -> dict[str, Any]:
     """Only the e2e_p99_ms run, ours and the relay's, ROUNDS rounds in alternation (medians, every
     round's in ``<figure>_rounds``), on a broker holding a backlog as the full run's does
@@ -751,22 +785,8 @@ async def run_e2e_only(e2e_consumers: int = E2E_CONSUMERS, seconds: float = 6) -
         pair = [("grpc_ceiling_", f"127.0.0.1:{relay_port}", relay.pid), ("", target, pid)]
         for round_ in range(ROUNDS):
             for prefix, where, server in pair if round_ % 2 == 0 else pair[::-1]:
-                cpu: dict[str, float] = {}
-                shape: dict[str, float] = {}
-                high, high_send = await e2e_latency(
-                    where,
-                    consumers,
-                    rate=5000,
-                    seconds=seconds,
-                    batch_delay_ms=1.0,
-                    cpu=cpu,
-                    pid=server,
-                    receives=shape,
-                )
-                figures = {f"{prefix}e2e_p99_ms": high, f"{prefix}e2e_send_p99_ms": high_send}
-                figures |= {f"{prefix}e2e_{k}_cpu": v for k, v in cpu.items() if k != "steal"}
-                figures |= {f"{prefix}e2e_receive_{k}": v for k, v in shape.items()}
-                rounds[prefix].append(figures)
+                name = "server" if prefix else "broker"
+                rounds[prefix].append(await e2e_figures(where, consumers, server, prefix, name, seconds))
     results = medians(rounds)
     results["e2e_vs_grpc_ceiling"] = results["e2e_p99_ms"] / results["grpc_ceiling_e2e_p99_ms"]
     return results
@@ -856,29 +876,7 @@ async def run(quick: bool, e2e_consumers: int = E2E_CONSUMERS) -> dict[str, Any]
             ("", target, pid, "broker"),
             ("grpc_ceiling_", relay_target, relay.pid, "server"),
         ):
-            cpu: dict[str, float] = {}
-            drift: dict[str, float] = {}
-            shape: dict[str, float] = {}
-            high, high_send = await e2e_latency(
-                where,
-                consumers,
-                rate=5000,
-                seconds=2 if quick else 10,
-                batch_delay_ms=1.0,
-                cpu=cpu,
-                pid=server_pid,
-                drift=drift,
-                receives=shape,
-            )
-            results[f"{prefix}e2e_p99_ms"], results[f"{prefix}e2e_send_p99_ms"] = high, high_send
-            results[f"{prefix}e2e_p99_ms_first_fifth"] = drift["first"]
-            results[f"{prefix}e2e_p99_ms_last_fifth"] = drift["last"]
-            results[f"{prefix}e2e_{server}_cpu"] = cpu["broker"]
-            results[f"{prefix}e2e_client_cpu"] = cpu["client"]
-            results[f"{prefix}e2e_consumers_cpu"] = cpu["consumers"]
-            results[f"{prefix}e2e_steal_share"] = cpu["steal"]
-            for key, value in shape.items():
-                results[f"{prefix}e2e_receive_{key}"] = value
+            results |= await e2e_figures(where, consumers, server_pid, prefix, server, 2 if quick else 10)
         # (1 s with --quick: its backlog drains for several seconds more on a slow machine)
         single, single_send = await e2e_latency(target, consumers, rate=5000, seconds=1 if quick else 10)
         results["e2e_single_p99_ms"] = single

@@ -1049,7 +1049,6 @@ static PyObject *advance_queue_offsets(PyObject *module, PyObject *const *args, 
  * items[start:end], the entry at entries_at + number * 20 and the head of its hash slot, as the
  * Python loop writes them. Returns (number, slots, last physical offset); the caller writes the
  * header. Compiled because it runs for every key of every stored message (and every trace record). */
-#define INDEX_SLOTS_AT 40
 #define INDEX_ENTRY_SIZE 20
 
 static uint32_t key_crc(PyObject *key, int *failed)
