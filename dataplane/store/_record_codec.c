@@ -1134,11 +1134,14 @@ fail:
 }
 
 /* index_put_keys(slot_table, dirty, fd, items, start, end, slot_num, entries_at, number, slots, diff,
- * physical_offset) -> (next number, slots in use, last physical offset): IndexFile.put_keys's loop.
- * The hash slots are ``slot_table`` (the file's slots kept in memory, a bytearray; ``dirty`` has a
- * byte per 4 KiB page of it, set to 1 when a slot of the page changes); the entries are written to
+ * physical_offset) -> (next number, slots in use, last physical offset, error): IndexFile.put_keys's
+ * loop. The hash slots are ``slot_table`` (the file's slots kept in memory, a bytearray; ``dirty`` has
+ * a byte per 4 KiB page of it, set to 1 when a slot of the page changes); the entries are written to
  * the file with pwrite on ``fd``, a chunk's (contiguous) in one call, before the slots that point at
- * them change. index_file.py says why nothing is written through a mapping. */
+ * them change. index_file.py says why nothing is written through a mapping.
+ * ``error`` is None, or the exception that stopped the loop (a bad item, a failed or short pwrite),
+ * returned rather than raised: the chunks before it are in the table already, and the caller must
+ * count them, or its next put would reuse their entry numbers and cut the chains through them. */
 static PyObject *index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 12 || !PyList_Check(args[3])) {
@@ -1245,11 +1248,28 @@ static PyObject *index_put_keys(PyObject *module, PyObject *const *args, Py_ssiz
     }
     PyBuffer_Release(&view);
     PyBuffer_Release(&dirty_view);
-    return Py_BuildValue("(LLL)", number, slots, physical_offset);
+    return Py_BuildValue("(LLLO)", number, slots, physical_offset, Py_None);
 fail:
     PyBuffer_Release(&view);
     PyBuffer_Release(&dirty_view);
-    return NULL;
+    {
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        PyErr_NormalizeException(&type, &value, &traceback);
+        if (value == NULL) { /* cannot happen: every goto fail has an error set */
+            Py_XDECREF(type);
+            Py_XDECREF(traceback);
+            PyErr_SetString(PyExc_SystemError, "index_put_keys: failed without an error");
+            return NULL;
+        }
+        if (traceback != NULL)
+            PyException_SetTraceback(value, traceback);
+        PyObject *result = Py_BuildValue("(LLLO)", number, slots, physical_offset, value);
+        Py_XDECREF(type);
+        Py_DECREF(value);
+        Py_XDECREF(traceback);
+        return result;
+    }
 }
 
 /* index_newest_slot(slot_table) -> int: the largest of the table's big-endian int32 slots (0 if none
@@ -1536,7 +1556,7 @@ static PyMethodDef methods[] = {
     {"index_put_keys", (PyCFunction)(void (*)(void))index_put_keys, METH_FASTCALL,
      "index_put_keys(slot_table, dirty, fd, items, start, end, slot_num, entries_at, number, slots, diff, "
      "physical_offset) "
-     "-> (number, slots, last physical offset); IndexFile.put_keys' loop."},
+     "-> (number, slots, last physical offset, error or None); IndexFile.put_keys' loop."},
     {"decode_record", (PyCFunction)(void (*)(void))decode_record, METH_FASTCALL,
      "decode_record(buf, pos, limit, check_crc, stored_type) -> the record at buf[pos:] as stored_type, "
      "or None when it is not a well-formed message record (record.decode_record then says why)."},

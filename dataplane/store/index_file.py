@@ -167,7 +167,7 @@ class IndexFile:
         number, slots = self.index_count, self.hash_slot_count
         end = min(len(items), start + self.max_num + 1 - number)
         if compiled_index_put_keys is not None:  # the same loop in C (tests/unit/store/test_index.py)
-            number, slots, physical_offset = compiled_index_put_keys(
+            number, slots, physical_offset, error = compiled_index_put_keys(
                 table,
                 self._changed,
                 self.file.fd,
@@ -182,13 +182,18 @@ class IndexFile:
                 self.end_phy_offset,
             )
         else:
-            number, slots, physical_offset = self._put_keys_python(
+            number, slots, physical_offset, error = self._put_keys_python(
                 table, items, start, end, number, slots, diff
             )
-        self.hash_slot_count = slots
-        self.end_timestamp = store_timestamp
-        self.end_phy_offset = physical_offset
-        self.index_count = number
+        if number != self.index_count:
+            # Counted even when a write failed part-way (a full disk): the keys before it are in the
+            # slots, and a put reusing their entry numbers would cut the chains through them.
+            self.hash_slot_count = slots
+            self.end_timestamp = store_timestamp
+            self.end_phy_offset = physical_offset
+            self.index_count = number
+        if error is not None:
+            raise error
         return end - start
 
     def _open_slots(self) -> bytearray:
@@ -222,28 +227,32 @@ class IndexFile:
         number: int,
         slots: int,
         diff: int,
-    ) -> tuple[int, int, int]:
-        """The loop of :meth:`put_keys`: (next entry number, slots in use, last physical offset)."""
+    ) -> tuple[int, int, int, Exception | None]:
+        """The loop of :meth:`put_keys`: (next entry number, slots in use, last physical offset, the
+        error that stopped it or None: the keys before it are in the table and must be counted)."""
         slot_num, entries_at = self.slot_num, self._entries_at
         unpack_slot, pack_slot, pack_entry = _SLOT.unpack_from, _SLOT.pack_into, INDEX_ENTRY.pack
         write, changed = self.file.write, self._changed
         crc32 = zlib.crc32
         physical_offset = self.end_phy_offset
-        for i in range(start, end):
-            key, physical_offset = items[i]
-            # key_hash, inlined (this runs for every key of every message); select() finds nothing
-            # if the two ever differ, which the index tests would catch
-            h = crc32(key.encode()) & 0x7FFFFFFF
-            slot_pos = (h % slot_num) * _SLOT_SIZE
-            (head,) = unpack_slot(table, slot_pos)
-            if head <= 0 or head >= number:
-                head = 0
-                slots += 1
-            write(entries_at + number * _ENTRY_SIZE, pack_entry(h, physical_offset, diff, head))
-            pack_slot(table, slot_pos, number)
-            changed[slot_pos // _PAGE] = 1
-            number += 1
-        return number, slots, physical_offset
+        try:
+            for i in range(start, end):
+                key, offset = items[i]
+                # key_hash, inlined (this runs for every key of every message); select() finds
+                # nothing if the two ever differ, which the index tests would catch
+                h = crc32(key.encode()) & 0x7FFFFFFF
+                slot_pos = (h % slot_num) * _SLOT_SIZE
+                (head,) = unpack_slot(table, slot_pos)
+                fresh = head <= 0 or head >= number
+                write(entries_at + number * _ENTRY_SIZE, pack_entry(h, offset, diff, 0 if fresh else head))
+                slots += fresh
+                pack_slot(table, slot_pos, number)
+                changed[slot_pos // _PAGE] = 1
+                number += 1
+                physical_offset = offset
+        except Exception as exc:  # noqa: BLE001 - handed to put_keys, which raises it
+            return number, slots, physical_offset, exc
+        return number, slots, physical_offset, None
 
     def select(self, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
         """Candidate physical offsets for ``key`` stored within [begin_ms, end_ms], newest first."""

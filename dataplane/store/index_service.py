@@ -98,7 +98,7 @@ class IndexService:
             try:
                 done += self._writable(items[done][1]).put_keys(items, done, ts)
             except OSError:  # a full disk (pwrite): the messages are stored, only their keys are missing
-                logger.exception("index: %d keys not indexed", len(items) - done)
+                logger.exception("index: up to %d keys not indexed", len(items) - done)
                 return
         raise StoreError(f"index: {len(items) - done} keys found no index file to take them")
 

@@ -415,7 +415,8 @@ compiled_index_items: (
     Callable[[Sequence[tuple[str, str | None, str | None, int]]], list[tuple[str, int]]] | None
 ) = None if _codec is None else _codec.index_items
 # IndexFile.put_keys' loop, compiled (index_file.py keeps the Python form); None when not built.
-compiled_index_put_keys: Callable[..., tuple[int, int, int]] | None = (
+# It answers (next number, slots in use, last physical offset, the exception that stopped it or None).
+compiled_index_put_keys: Callable[..., tuple[int, int, int, BaseException | None]] | None = (
     None if _codec is None else _codec.index_put_keys
 )
 # The largest slot of an IndexFile's hash slots (IndexFile._open_slots), compiled; None when not built.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from unittest.mock import patch
 
@@ -11,7 +14,7 @@ from hypothesis import strategies as st
 
 from dataplane.store.index_file import INDEX_HEADER, IndexFile
 from dataplane.store.index_service import index_items_python
-from dataplane.store.record import compiled_index_items, compiled_index_put_keys
+from dataplane.store.record import compiled_index_items, compiled_index_newest_slot, compiled_index_put_keys
 from tests.unit.store.conftest import StoreFactory, msg
 
 
@@ -190,10 +193,12 @@ def test_hash_slots_live_in_memory_and_reach_the_file_at_a_flush(tmp_path: Path,
         reopened.close()
 
 
-def test_a_file_reopened_for_writing_numbers_past_every_slot(tmp_path: Path) -> None:
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_a_file_reopened_for_writing_numbers_past_every_slot(tmp_path: Path, compiled: bool) -> None:
     """A flush copies slots that may be newer than the header it writes: a crash between them leaves
     slots pointing past INDEX COUNT. Reopened, the file numbers its next entry past them, so the
-    entries they point at are not overwritten."""
+    entries they point at are not overwritten (the newest slot found by compiled code, or by the
+    Python fallback)."""
     path = tmp_path / f"{0:020d}"
     f = IndexFile(path, 16, 1000)
     f.put_keys([(f"k{i}", i * 10) for i in range(20)], 0, 1_000)
@@ -206,7 +211,9 @@ def test_a_file_reopened_for_writing_numbers_past_every_slot(tmp_path: Path) -> 
     reopened = IndexFile(path, 16, 1000)
     try:
         assert reopened.index_count == 21
-        reopened.put_keys([("new", 99_999)], 0, 1_000)
+        newest = compiled_index_newest_slot if compiled else None
+        with patch("dataplane.store.index_file.compiled_index_newest_slot", newest):
+            reopened.put_keys([("new", 99_999)], 0, 1_000)
         assert reopened.index_count == 42  # past entry 40, the newest a slot points at
         assert all(reopened.select(f"k{i}", 10, 0, 10_000) == [i * 10] for i in range(40))
         assert reopened.select("new", 10, 0, 10_000) == [99_999]
@@ -224,3 +231,67 @@ def test_a_failed_index_write_loses_keys_not_messages(make_store: StoreFactory) 
     assert store.query_messages_by_key("ns%t", "k1") == []
     store.put_messages([msg(body=b"found", KEYS="k2")])
     assert [m.body for m in store.query_messages_by_key("ns%t", "k2")] == [b"found"]
+
+
+# Run in a process of its own: RLIMIT_FSIZE makes a write past ``limit`` bytes of the file short, then
+# fail (EFBIG), as a full disk would; the limit must not reach the test runner's other writes.
+_WRITE_FAILS_PART_WAY = """
+import json, resource, signal, sys
+from pathlib import Path
+from unittest.mock import patch
+from dataplane.store.index_file import IndexFile
+from dataplane.store.record import compiled_index_put_keys
+
+path, compiled, limit = Path(sys.argv[1]), sys.argv[2] == "compiled", int(sys.argv[3])
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+f = IndexFile(path, 16, 1000)  # the file has its full size before the limit is set
+loop = compiled_index_put_keys if compiled else None
+with patch("dataplane.store.index_file.compiled_index_put_keys", loop):
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        f.put_keys([(f"k{i}", i * 10) for i in range(100)], 0, 1_000)
+        error = None
+    except OSError as exc:
+        error = exc.errno
+    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    counted = f.index_count
+    f.put_keys([(f"n{i}", 5_000 + i) for i in range(50)], 0, 1_000)
+print(json.dumps({
+    "error": error,
+    "counted": counted,
+    "first": [f.select(f"k{i}", 10, 0, 10_000) for i in range(100)],
+    "next": [f.select(f"n{i}", 10, 0, 10_000) for i in range(50)],
+}))
+"""
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_a_write_failing_part_way_counts_the_keys_before_it(tmp_path: Path, compiled: bool) -> None:
+    """Entries are written a chunk (64 keys) at a time, each chunk's slots set after its write; when
+    a later write fails (a full disk), the keys before it stay counted: the next put takes new entry
+    numbers instead of overwriting theirs and cutting the chains through them."""
+    assert compiled_index_put_keys is not None, "the C extension is not built: run scripts/build_ext.py"
+    entries_at = INDEX_HEADER.size + 16 * 4
+    limit = entries_at + 20 * 65 + 10  # entries 1..64 fit; the 65th is cut short
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _WRITE_FAILS_PART_WAY,
+            str(tmp_path / f"{0:020d}"),
+            "compiled" if compiled else "python",
+            str(limit),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[3],
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["error"] is not None  # the failure reached the caller
+    assert seen["counted"] == 65  # the 64 keys written before it
+    assert seen["first"][:64] == [[i * 10] for i in range(64)]
+    assert seen["first"][64:] == [[]] * 36  # lost: not written
+    assert seen["next"] == [[5_000 + i] for i in range(50)]
