@@ -4,6 +4,11 @@ The ConsumeQueue object is the segment's ConsumeQueue entries (20 bytes each, ``
 of every queue, queue after queue; the manifest records each queue's first offset, count and byte
 position. The index object is ``tier_index.py``. Both are sliced from the local files by binary
 search (entries are ordered by CommitLog offset), so building them costs no per-record decoding.
+
+After a crash an IndexFile's entries are two ordered runs: every key up to the newest entry a slot on
+disk points at, then the keys recovery indexed again from the header's END PHY OFFSET on (index_file.py),
+which repeat the first run's tail. Each run holds every key of its span, so wherever the binary search
+lands, the slice holds every key of the range; the repeats are dropped (one entry per key and offset).
 """
 
 from __future__ import annotations
@@ -66,12 +71,15 @@ def _queue_entries(cq_table: ConsumeQueueTable, start: int, end: int) -> tuple[l
 
 
 def _index_entries(index: IndexService, start: int, end: int) -> list[tuple[int, int, int]]:
-    out: list[tuple[int, int, int]] = []
+    """(key hash, physical offset, store time) of the keys stored in [start, end), each once: a key
+    indexed again after a crash has two entries, maybe in two files."""
+    out: dict[tuple[int, int], tuple[int, int, int]] = {}
     for f in list(index.files):
         if f.index_count <= 1 or f.end_phy_offset < start or f.begin_phy_offset >= end:
             continue
-        out.extend(_file_entries(f, start, end))
-    return out
+        for entry in _file_entries(f, start, end):
+            out.setdefault(entry[:2], entry)
+    return list(out.values())
 
 
 def _file_entries(f: IndexFile, start: int, end: int) -> list[tuple[int, int, int]]:
