@@ -582,7 +582,7 @@ async def e2e_latency(
             t0 = time.monotonic_ns()
             if producer is not None:
                 sdk_message = Message(TOPIC, BODY, properties={"t0": str(t0), "seq": str(i)})
-                send = asyncio.ensure_future(producer.send(sdk_message))
+                send = producer.send_async(sdk_message)
             else:
                 req = svc.SendMessageRequest(messages=[message(i, t0)])
                 send = asyncio.ensure_future(s.SendMessage(req, timeout=10))

@@ -208,9 +208,21 @@ class AsyncProducer(BaseClient):
             transaction._add(message.topic, receipts[0])
         return receipts[0]
 
-    def send_async(self, message: Message) -> asyncio.Task[SendReceipt]:
-        """Start sending and return the task (await it, or add a done callback)."""
-        return asyncio.ensure_future(self.send(message))
+    def send_async(self, message: Message) -> asyncio.Future[SendReceipt]:
+        """Start sending and return a future of the receipt (await it, or add a done callback).
+
+        With batching the future is the one the batch answers: no task per message (a task and its
+        coroutine cost about as much of the caller's CPU as the batcher itself). A body the producer
+        refuses fails the future, as it fails :meth:`send`."""
+        if self.batcher is None:
+            return asyncio.ensure_future(self.send(message))
+        try:
+            self._check_body(message)
+        except MQClientError as exc:
+            refused: asyncio.Future[SendReceipt] = asyncio.get_running_loop().create_future()
+            refused.set_exception(exc)
+            return refused
+        return self.batcher.add(message)
 
     async def send_batch(self, messages: Sequence[Message]) -> list[SendReceipt]:
         """Send several messages of one topic in one SendMessage request (one queue, one receipt

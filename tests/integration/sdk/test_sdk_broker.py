@@ -131,6 +131,16 @@ async def test_batching_producer_coalesces_concurrent_sends(env: Env) -> None:
         # an empty body fails at once, alone; the others of the same moment are sent
         with pytest.raises(BadRequestError):
             await p.send(Message(env.topic, b""))
+        # send_async hands out the batch's own futures (no task per message), coalesced as sends
+        # are; a refused body fails its future alone
+        before = p.batcher.batches_sent
+        futures = [p.send_async(Message(env.topic, f"f{i}".encode())) for i in range(10)]
+        refused = p.send_async(Message(env.topic, b""))
+        assert not any(isinstance(f, asyncio.Task) for f in futures)
+        assert len({r.message_id for r in await asyncio.gather(*futures)}) == 10
+        assert p.batcher.batches_sent == before + 1
+        with pytest.raises(BadRequestError):
+            await refused
         # FIFO messages of two groups: one batch per group, each on its group's queue, in order
         before = p.batcher.batches_sent
         order = [g for _ in range(5) for g in "ab"]
