@@ -43,9 +43,9 @@ class MessageStoreConfig:
     flush_least_pages: int = 16384
     # ConsumeQueue pages are flushed, and a checkpoint written, this often.
     flush_consume_queue_interval_ms: int = 1000
-    # IndexFile pages are flushed this often (and at shutdown). Each flush of a loaded index costs a
-    # TLB shootdown per dirty slot page, which are all of them (slots are random): flushed with the
-    # ConsumeQueues every second it was a large share of the broker's CPU under batched produce.
+    # IndexFile slot pages are flushed this often (and at shutdown). Slots are random, so under load
+    # nearly every slot page changes between two flushes (20 MB with the default slot count): flushed
+    # with the ConsumeQueues every second it was a large share of the broker's I/O and CPU.
     # Recovery after a crash re-dispatches from the last index flush, so this bounds how much log a
     # crash makes it re-read (RocketMQ flushes an IndexFile only when it is full).
     flush_index_interval_ms: int = 5000

@@ -247,10 +247,9 @@ class MessageStore(StoreReader):
         are durable.
 
         The IndexFiles are flushed every ``flush_index_interval_ms`` (and with ``everything``), not
-        on every checkpoint: their hash slots are random, so under load every slot page is dirty at
-        each flush, and cleaning a page written through a shared mapping interrupts the other CPUs
-        (a TLB shootdown per page). DISPATCH OFFSET stays what both hold fsynced, so recovery
-        re-dispatches from the older of the two."""
+        on every checkpoint: their hash slots are random, so under load nearly every slot page has
+        changed at each flush and is written again (index_file.py). DISPATCH OFFSET stays what both
+        hold fsynced, so recovery re-dispatches from the older of the two."""
         with self._put_lock:
             dispatched = self.dispatcher.dispatched_offset
             ts = self.dispatcher.last_store_timestamp
