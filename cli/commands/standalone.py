@@ -3,8 +3,9 @@
 Migrates the embedded database, creates the demo operator and tenant, then runs the control plane
 (uvicorn, :8000), a Celery worker with beat on the filesystem transport, and a broker node (:8081).
 With ``--controller HOST:PORT`` it also runs an HA controller (SQLite file in the data dir) and the
-broker joins it as a one-node group (docs/ha.md). Ctrl-C or SIGTERM stops every child and leaves
-nothing running.
+broker joins it as a one-node group (docs/ha.md). A child that exits is started again after a backoff
+(1 s, doubling); one that keeps exiting stops the stack. Ctrl-C or SIGTERM stops every child and
+leaves nothing running.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def standalone(
     env.setdefault("ALLOWED_HOSTS", f"localhost,127.0.0.1,[::1],{http_host}")
     # The broker's admin API needs the operator token; the control plane (and Celery) send it.
     env.setdefault("MQ_BROKER_ADMIN_TOKEN", _admin_token(data_dir))
-    supervisor = Supervisor(data_dir / "logs", env)
+    supervisor = Supervisor(data_dir / "logs", env, notify=output.warn)
     python = sys.executable
     base_url = f"http://{http_host}:{http_port}"
     with_broker = _broker_available()
@@ -179,11 +180,13 @@ def standalone(
                 demo_args += ["--broker-metrics", metrics]
         demo = json.loads(supervisor.run_once("bootstrap", demo_args).stdout.strip().splitlines()[-1])
         _print_banner(demo, data_dir, with_broker, controller if with_broker else "")
-        while True:
-            exited = supervisor.first_exited()
-            if exited is not None:
+        while True:  # a child that exits is started again; one that keeps exiting stops the stack
+            failing = supervisor.watch()
+            if failing is not None:
                 output.abort(
-                    f"{exited.name} exited with code {exited.popen.returncode}; see {exited.log_path}"
+                    f"{failing.name} keeps exiting (code {failing.popen.returncode}, restarted "
+                    f"{supervisor.max_restarts} times within {supervisor.restart_window_s:g} s); "
+                    f"see {failing.log_path}"
                 )
             time.sleep(0.5)
     except _Stop:

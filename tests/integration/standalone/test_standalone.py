@@ -15,7 +15,7 @@ import pytest
 
 from mqcloud import ClientConfig, Credentials, Message, Producer
 from mqcloud.admin_client import BrokerAdminClient
-from mqcloud.errors import UnauthorizedError
+from mqcloud.errors import MQClientError, UnauthorizedError
 from tests.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[3]
@@ -35,6 +35,18 @@ def processes_with_data_dir(data_dir: Path) -> list[int]:
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
     return found
+
+
+def broker_pid(data_dir: Path) -> int:
+    """The PID of the broker standalone runs on ``data_dir``."""
+    for pid in processes_with_data_dir(data_dir):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if b"broker" in argv and b"start" in argv:
+            return pid
+    raise AssertionError("no broker process")
 
 
 def test_children_die_with_a_killed_supervisor(tmp_path: Path) -> None:
@@ -188,6 +200,21 @@ def test_standalone_serves_and_stops_cleanly(tmp_path: Path) -> None:
         children = processes_with_data_dir(data_dir.resolve())
         assert len(children) >= 3  # control plane, celery and the broker
 
+        # when: the broker dies (SIGKILL); then: standalone starts it again on its data, and it serves
+        killed = broker_pid(data_dir.resolve())
+        os.kill(killed, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, "standalone stopped when the broker died"
+            try:
+                with Producer(signed, topics=[tenant["topic"]]) as producer:
+                    producer.send(Message(tenant["topic"], b"after-a-restart"))
+                break
+            except MQClientError:
+                assert time.monotonic() < deadline, "the broker was not started again"
+                time.sleep(0.5)
+        assert broker_pid(data_dir.resolve()) != killed
+
         # when: SIGTERM
         started = time.monotonic()
         proc.send_signal(signal.SIGTERM)
@@ -195,6 +222,9 @@ def test_standalone_serves_and_stops_cleanly(tmp_path: Path) -> None:
         # then: exits within 15 s, cleanly, with nothing left behind
         assert time.monotonic() - started < 15
         assert proc.returncode == 0
+        assert proc.stdout is not None
+        said = proc.stdout.read().decode()
+        assert "broker exited with code -9; restarting it in 1 s" in said, said
         time.sleep(0.5)
         assert processes_with_data_dir(data_dir.resolve()) == []
         # the broker metered the demo tenant into .data/metering (flushed at shutdown)
