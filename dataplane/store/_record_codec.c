@@ -1172,6 +1172,7 @@ static PyObject *index_put_keys(PyObject *module, PyObject *const *args, Py_ssiz
         return NULL;
     }
     unsigned char *table = view.buf, *dirty = dirty_view.buf;
+    long long slots_done = slots; /* slots in use after the last chunk written whole */
     if (slot_num * 4 > view.len || (slot_num * 4 + 4095) / 4096 > dirty_view.len) {
         PyErr_SetString(PyExc_ValueError, "index_put_keys: the slot table or its page map is too small");
         goto fail;
@@ -1245,6 +1246,7 @@ static PyObject *index_put_keys(PyObject *module, PyObject *const *args, Py_ssiz
         }
         number += count;
         physical_offset = offsets[count - 1];
+        slots_done = slots;
     }
     PyBuffer_Release(&view);
     PyBuffer_Release(&dirty_view);
@@ -1264,7 +1266,8 @@ fail:
         }
         if (traceback != NULL)
             PyException_SetTraceback(value, traceback);
-        PyObject *result = Py_BuildValue("(LLLO)", number, slots, physical_offset, value);
+        /* the chunk that failed counted the slots it would have taken: they were not set */
+        PyObject *result = Py_BuildValue("(LLLO)", number, slots_done, physical_offset, value);
         Py_XDECREF(type);
         Py_DECREF(value);
         Py_XDECREF(traceback);

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataplane.store.index_file import INDEX_HEADER, IndexFile
+from dataplane.store.index_file import INDEX_HEADER, IndexFile, key_hash
 from dataplane.store.index_service import index_items_python
 from dataplane.store.record import compiled_index_items, compiled_index_newest_slot, compiled_index_put_keys
 from tests.unit.store.conftest import StoreFactory, msg
@@ -244,7 +244,7 @@ from dataplane.store.record import compiled_index_put_keys
 
 path, compiled, limit = Path(sys.argv[1]), sys.argv[2] == "compiled", int(sys.argv[3])
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-f = IndexFile(path, 16, 1000)  # the file has its full size before the limit is set
+f = IndexFile(path, 4096, 1000)  # the file has its full size before the limit is set
 loop = compiled_index_put_keys if compiled else None
 with patch("dataplane.store.index_file.compiled_index_put_keys", loop):
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
@@ -255,11 +255,12 @@ with patch("dataplane.store.index_file.compiled_index_put_keys", loop):
     except OSError as exc:
         error = exc.errno
     resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-    counted = f.index_count
+    counted, slots = f.index_count, f.hash_slot_count
     f.put_keys([(f"n{i}", 5_000 + i) for i in range(50)], 0, 1_000)
 print(json.dumps({
     "error": error,
     "counted": counted,
+    "slots": slots,
     "first": [f.select(f"k{i}", 10, 0, 10_000) for i in range(100)],
     "next": [f.select(f"n{i}", 10, 0, 10_000) for i in range(50)],
 }))
@@ -272,7 +273,7 @@ def test_a_write_failing_part_way_counts_the_keys_before_it(tmp_path: Path, comp
     a later write fails (a full disk), the keys before it stay counted: the next put takes new entry
     numbers instead of overwriting theirs and cutting the chains through them."""
     assert compiled_index_put_keys is not None, "the C extension is not built: run scripts/build_ext.py"
-    entries_at = INDEX_HEADER.size + 16 * 4
+    entries_at = INDEX_HEADER.size + 4096 * 4
     limit = entries_at + 20 * 65 + 10  # entries 1..64 fit; the 65th is cut short
     done = subprocess.run(
         [
@@ -292,6 +293,7 @@ def test_a_write_failing_part_way_counts_the_keys_before_it(tmp_path: Path, comp
     seen = json.loads(done.stdout)
     assert seen["error"] is not None  # the failure reached the caller
     assert seen["counted"] == 65  # the 64 keys written before it
+    assert seen["slots"] == len({key_hash(f"k{i}") % 4096 for i in range(64)})  # theirs, no more
     assert seen["first"][:64] == [[i * 10] for i in range(64)]
     assert seen["first"][64:] == [[]] * 36  # lost: not written
     assert seen["next"] == [[5_000 + i] for i in range(50)]
