@@ -12,7 +12,7 @@ receive's responses on the thread that made the call, not through gRPC's polling
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -65,10 +65,21 @@ class BlockingRpc:
         except grpc.RpcError as e:
             raise transport_error(method, endpoint, e, md) from e
 
-    def server_stream(self, endpoint: str, method: str, request: Any, deadline: float) -> Iterator[Any]:
-        """Iterate a server-streaming RPC; ``deadline`` is seconds for the whole stream."""
+    def server_stream(
+        self,
+        endpoint: str,
+        method: str,
+        request: Any,
+        deadline: float,
+        on_call: Callable[[Any], None] | None = None,
+    ) -> Iterator[Any]:
+        """Iterate a server-streaming RPC; ``deadline`` is seconds for the whole stream. ``on_call``
+        gets the call as soon as it is made (another thread may cancel it: the iteration then ends
+        with a CANCELLED TransportError)."""
         md = build_metadata(self.config, self.client_id)
         call = getattr(self.stub(endpoint), method)(request, metadata=md, timeout=deadline)
+        if on_call is not None:
+            on_call(call)
         try:
             yield from call
         except grpc.RpcError as e:

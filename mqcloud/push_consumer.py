@@ -8,6 +8,15 @@ Receiving: ``receives_per_queue`` receives (long polls) are kept open at once pe
 (one for FIFO groups); brokers assign a whole topic as one queue, and one receive at a time left the
 consumer waiting for each batch to stream in.
 
+Receives of a non-FIFO group are made on gRPC's blocking API, in threads of their own
+(``mqcloud-receive``), and each hands its messages to the event loop at once: reading a receive's
+streamed responses through grpc.aio cost a response's round trip through gRPC's polling thread and
+the loop each, a large share of the consumer's CPU per message. A receive whose loop is cancelled
+cancels its call, so the broker keeps nothing for it and its messages come back after their invisible
+time; if its stream had already ended, its messages are consumed anyway (the broker renews them for
+this client). FIFO groups receive on the loop: their messages are consumed in order by the loop that
+received them.
+
 Flow control: receiving pauses while the messages received but not yet acked/nacked exceed
 ``max_cache_message_count`` or ``max_cache_message_size_bytes``. The count bound is strict (each
 receive reserves the room it asks for); the byte bound is enforced by estimating the room in
@@ -23,11 +32,13 @@ import contextlib
 import enum
 import inspect
 import logging
+import threading
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Union
+from typing import Any, Union
 
-from mqcloud._consumer import ConsumerBase
+from mqcloud._blocking_rpc import BlockingRpc
+from mqcloud._consumer import ConsumerBase, MessageViews
 from mqcloud._loop import BlockingClient
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
@@ -62,6 +73,34 @@ class ConsumeResult(enum.Enum):
 
 
 MessageListener = Callable[[MessageView], Union[ConsumeResult, Awaitable[ConsumeResult]]]  # noqa: UP007
+
+
+_MAX_RECEIVE_THREADS = 256
+
+
+class _Stream:
+    """The call of a receive made on another thread, to cancel from the loop (thread-safe)."""
+
+    __slots__ = ("_call", "_cancelled", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._call: Any = None  # gRPC's blocking stream call (its cancel() is untyped)
+        self._cancelled = False
+
+    def attach(self, call: Any) -> None:
+        with self._lock:
+            self._call = call
+            cancelled = self._cancelled
+        if cancelled:
+            call.cancel()
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+            call = self._call
+        if call is not None:
+            call.cancel()
 
 
 class AsyncPushConsumer(ConsumerBase):
@@ -111,6 +150,9 @@ class AsyncPushConsumer(ConsumerBase):
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._loops: dict[tuple[str, int, str, int], asyncio.Task[None]] = {}
         self._inflight: set[asyncio.Task[None]] = set()
+        self._direct: BlockingRpc | None = None  # the receives' blocking channels (non-FIFO groups)
+        self._receivers: concurrent.futures.ThreadPoolExecutor | None = None
+        self._stopping = False
 
     def _settings(self) -> pb.Settings:
         s = self._base_settings()
@@ -131,6 +173,9 @@ class AsyncPushConsumer(ConsumerBase):
     async def start(self) -> None:
         self._sem = asyncio.Semaphore(self.consumption_threads)
         self._space = asyncio.Condition()
+        self._direct = BlockingRpc(self.config, self.client_id)
+        # a thread per receive under way (receives_per_queue per assigned queue), made as needed
+        self._receivers = concurrent.futures.ThreadPoolExecutor(_MAX_RECEIVE_THREADS, "mqcloud-receive")
         if not inspect.iscoroutinefunction(self.listener):
             self._executor = concurrent.futures.ThreadPoolExecutor(
                 self.consumption_threads, thread_name_prefix="mqcloud-consume"
@@ -194,6 +239,57 @@ class AsyncPushConsumer(ConsumerBase):
         byte_room = int(free_bytes // self._avg_size) - self._reserved
         return min(room, byte_room if self._reserved else max(1, byte_room))
 
+    async def _receive(self, queue: pb.MessageQueue, req: svc.ReceiveMessageRequest) -> list[MessageView]:
+        """One receive: on a thread of its own with gRPC's blocking API (see the module docstring),
+        on the loop for FIFO groups."""
+        if self.fifo or self._receivers is None:
+            return await super()._receive(queue, req)
+        stream = _Stream()
+        loop = asyncio.get_running_loop()
+        done = loop.run_in_executor(self._receivers, self._receive_here, queue, req, stream)
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            stream.cancel()
+            done.add_done_callback(self._received_anyway)
+            raise
+
+    def _receive_here(
+        self, queue: pb.MessageQueue, req: svc.ReceiveMessageRequest, stream: _Stream
+    ) -> list[MessageView]:
+        assert self._direct is not None
+        views = MessageViews(queue)
+        deadline = self._receive_deadline(req)
+        for resp in self._direct.server_stream(
+            views.endpoint, "ReceiveMessage", req, deadline, stream.attach
+        ):
+            views.take(resp)
+        return views.messages
+
+    def _received_anyway(self, done: asyncio.Future[list[MessageView]]) -> None:
+        """A receive whose loop was cancelled after its stream had ended: its messages are this
+        client's (renewed for it by the broker), so they are consumed, unless it is shutting down
+        (then the broker stops renewing them and they come back after their invisible time)."""
+        if done.cancelled() or done.exception() is not None or self._stopping:
+            return
+        self._accept(done.result())
+
+    def _accept(self, messages: list[MessageView]) -> None:
+        """Count received messages into the cache and start consuming them (not FIFO: the receive
+        loop consumes those in order)."""
+        if not messages:
+            return
+        size = sum(len(m.body) for m in messages)
+        self.cached_message_count += len(messages)
+        self.cached_message_bytes += size
+        batch_avg = size / len(messages)
+        self._avg_size = batch_avg if self._avg_size == 0 else 0.8 * self._avg_size + 0.2 * batch_avg
+        if not self.fifo:
+            for m in messages:
+                task = asyncio.create_task(self._consume(m))
+                self._inflight.add(task)
+                task.add_done_callback(self._inflight.discard)
+
     async def _receive_loop(self, topic: str, queue: pb.MessageQueue) -> None:
         # kept while a receive fails: the broker answers the retry with what the lost try took
         attempt_id = str(uuid.uuid4())
@@ -226,16 +322,7 @@ class AsyncPushConsumer(ConsumerBase):
                 # counted in are seen together by the other receive loops
                 self._reserved -= batch
             if messages:
-                size = sum(len(m.body) for m in messages)
-                self.cached_message_count += len(messages)
-                self.cached_message_bytes += size
-                batch_avg = size / len(messages)
-                self._avg_size = batch_avg if self._avg_size == 0 else 0.8 * self._avg_size + 0.2 * batch_avg
-                if not self.fifo:
-                    for m in messages:
-                        task = asyncio.create_task(self._consume(m))
-                        self._inflight.add(task)
-                        task.add_done_callback(self._inflight.discard)
+                self._accept(messages)
             async with self._space:
                 self._space.notify_all()  # what the receive did not fill is room again
             if messages is None:
@@ -328,6 +415,7 @@ class AsyncPushConsumer(ConsumerBase):
         check_status(resp.status)
 
     async def shutdown(self, drain_timeout: float = 10.0) -> None:
+        self._stopping = True
         for task in self._loops.values():
             task.cancel()
         await asyncio.gather(*self._loops.values(), return_exceptions=True)
@@ -336,6 +424,10 @@ class AsyncPushConsumer(ConsumerBase):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.gather(*self._inflight, return_exceptions=True), drain_timeout)
         await super().shutdown()
+        if self._direct is not None:  # ends the receives still parked (their calls are cancelled)
+            self._direct.close()
+        if self._receivers is not None:
+            self._receivers.shutdown(wait=False, cancel_futures=True)
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
 

@@ -26,6 +26,7 @@ from mqcloud import (
 )
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
+from mqcloud.message import FilterExpression
 from tests.integration.sdk.conftest import NAMESPACE, Env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -376,6 +377,52 @@ async def test_push_consumer_retries_a_lost_receive_with_its_attempt_id(env: Env
         await asyncio.wait_for(all_seen.wait(), 15)
     assert attempts[1] == attempts[0] and attempts[2] != attempts[0]
     assert len(seen) == len(set(seen)) == total
+
+
+def _receive_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("mqcloud-receive")]
+
+
+async def test_push_consumer_receives_on_threads_and_a_cancelled_receive_takes_nothing(env: Env) -> None:
+    """A push consumer's receives (not FIFO) are made on gRPC's blocking API in threads of their
+    own. A receive cancelled while it long-polls cancels its call: the message sent afterwards goes
+    to the next receive, not to the cancelled one; and shutting down ends a parked receive at once
+    rather than after its long poll."""
+    mine, other = env.new_topic(), env.new_topic()  # the consumer's receive loops are on ``mine``
+    seen, _, listener = _listener_until(1)
+    consumer = AsyncPushConsumer(env.config, env.group, {mine: "*"}, listener, receives_per_queue=1)
+    host, port = env.broker.target.rsplit(":", 1)
+    endpoints = pb.Endpoints(scheme=pb.AddressScheme.IPv4, addresses=[pb.Address(host=host, port=int(port))])
+    queue = pb.MessageQueue(
+        topic=consumer.resource(other), id=-1, broker=pb.Broker(name="b", endpoints=endpoints)
+    )
+
+    def request(long_polling: float) -> svc.ReceiveMessageRequest:
+        return consumer._receive_request(queue, FilterExpression("*"), 8, 30, long_polling)
+
+    await consumer.start()
+    try:
+        parked = asyncio.create_task(consumer._receive(queue, request(10)))
+        await asyncio.sleep(0.5)  # parked at the broker, in a receive thread
+        assert _receive_threads()
+        parked.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await parked
+        async with AsyncProducer(env.config, [other]) as producer:
+            receipt = await producer.send(Message(other, b"after-the-cancel"))
+        got = await consumer._receive(queue, request(5))
+        assert [m.message_id for m in got] == [receipt.message_id]
+        parked = asyncio.create_task(consumer._receive(queue, request(20)))
+        await asyncio.sleep(0.5)
+    finally:
+        started = time.monotonic()
+        await consumer.shutdown()
+    with pytest.raises((asyncio.CancelledError, TransportError)):
+        await parked
+    while _receive_threads():  # the parked receive's call was cancelled with its channel
+        assert time.monotonic() - started < 5, "a receive thread outlived the consumer's shutdown"
+        await asyncio.sleep(0.05)
+    assert seen == []  # nothing of the other topic reached the listener (nor of ``mine``: nothing sent)
 
 
 async def _received_async(c: AsyncSimpleConsumer, count: int, max_messages: int = 16) -> list[MessageView]:
