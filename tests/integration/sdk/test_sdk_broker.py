@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -27,6 +29,7 @@ from mqcloud import (
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from mqcloud.message import FilterExpression
+from tests.integration.broker.conftest import REPO_ROOT
 from tests.integration.sdk.conftest import NAMESPACE, Env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -423,6 +426,34 @@ async def test_push_consumer_receives_on_threads_and_a_cancelled_receive_takes_n
         assert time.monotonic() - started < 5, "a receive thread outlived the consumer's shutdown"
         await asyncio.sleep(0.05)
     assert seen == []  # nothing of the other topic reached the listener (nor of ``mine``: nothing sent)
+
+
+_NEVER_SHUT_DOWN = """
+import sys, time
+from mqcloud import ClientConfig, ConsumeResult, PushConsumer
+target, namespace, group, topic = sys.argv[1:5]
+config = ClientConfig(target, namespace=namespace)
+consumer = PushConsumer(config, group, {topic: "*"}, lambda m: ConsumeResult.SUCCESS)
+consumer.start()
+time.sleep(1.0)  # its receives are parked in their long polls (20 s)
+print("leaving", flush=True)
+"""
+
+
+def test_a_push_consumer_never_shut_down_does_not_hold_up_exit(env: Env) -> None:
+    """The receive threads are daemons: a script that never shuts its push consumer down still exits
+    at once, not after the receives' long poll."""
+    topic = env.new_topic()
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", _NEVER_SHUT_DOWN, env.broker.target, NAMESPACE, env.group, topic],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO_ROOT,
+    )
+    assert done.returncode == 0 and "leaving" in done.stdout, done.stderr[-2000:]
+    assert time.monotonic() - started < 12  # the long poll is 20 s
 
 
 async def _received_async(c: AsyncSimpleConsumer, count: int, max_messages: int = 16) -> list[MessageView]:
