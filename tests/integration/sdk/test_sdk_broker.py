@@ -367,9 +367,9 @@ async def test_push_consumer_retries_a_lost_receive_with_its_attempt_id(env: Env
     receive = consumer._receive
     attempts: list[str] = []
 
-    async def losing_the_first(queue: pb.MessageQueue, request: Any) -> list[MessageView]:
-        attempts.append(request.attempt_id)
-        got = await receive(queue, request)
+    async def losing_the_first(queue: pb.MessageQueue, req: svc.ReceiveMessageRequest) -> list[MessageView]:
+        attempts.append(req.attempt_id)
+        got = await receive(queue, req)
         if len(attempts) == 1:
             assert got  # delivered by the broker, then lost on the way
             raise TransportError("connection reset", "UNAVAILABLE")
