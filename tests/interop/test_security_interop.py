@@ -75,8 +75,8 @@ def make_test_ca(directory: Path) -> tuple[Path, Path, Path]:
 
 
 def _settled(output: list[str], quiet_s: float = 0.3, timeout_s: float = 5.0) -> int:
-    """How many lines ``output`` holds once no line came for ``quiet_s``: the broker's lines about
-    the client run before (read by another thread) are in, not counted as the next run's."""
+    """How many lines ``output`` holds once no line came for ``quiet_s``: the broker's lines about a
+    client run (read by another thread) are all in, neither missed nor counted as the next run's."""
     deadline = time.monotonic() + timeout_s
     count = len(output)
     while time.monotonic() < deadline:
@@ -107,7 +107,8 @@ def test_official_clients_sign_and_a_wrong_secret_is_refused(
                 proc = env.run_raw(lang, "produce", topic, count=1, timeout=15, credentials=creds)
                 assert proc.returncode != 0, (lang, creds, proc.stdout[-500:])
                 # the broker answered UNAUTHORIZED, and says why (the clients hide the code)
-                refusals = [ln for ln in env.broker.output[logged:] if "QueryRoute refused" in ln]
+                end = _settled(env.broker.output)  # this run's lines are in too
+                refusals = [ln for ln in env.broker.output[logged:end] if "QueryRoute refused" in ln]
                 assert refusals and all(reason in ln for ln in refusals), env.broker.output[logged:]
         # another tenant's key (right secret) naming this namespace is FORBIDDEN, on produce and
         # consume, and takes nothing away
@@ -118,7 +119,8 @@ def test_official_clients_sign_and_a_wrong_secret_is_refused(
                 lang, mode, topic, group, count=1, timeout=15, credentials=(OTHER_AK, OTHER_SECRET)
             )
             assert proc.returncode != 0 or '"received": []' in proc.stdout, (lang, mode, proc.stdout[-500:])
-            refusals = [ln for ln in env.broker.output[logged:] if " refused: " in ln]
+            end = _settled(env.broker.output)
+            refusals = [ln for ln in env.broker.output[logged:end] if " refused: " in ln]
             assert refusals and all("belongs to namespace 'intruder'" in ln for ln in refusals), (
                 lang,
                 mode,
