@@ -35,7 +35,6 @@ import logging
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from queue import SimpleQueue
 from typing import Any, Union
 
 from mqcloud._blocking_rpc import BlockingRpc
@@ -76,49 +75,23 @@ class ConsumeResult(enum.Enum):
 MessageListener = Callable[[MessageView], Union[ConsumeResult, Awaitable[ConsumeResult]]]  # noqa: UP007
 
 
-class _ReceiveThreads:
-    """Daemon threads that make the receives, started as needed and kept for the next ones. Daemon
-    threads: a consumer never shut down must not hold up the interpreter's exit for a long poll
-    (a ThreadPoolExecutor's workers are joined at exit)."""
+def _in_thread(name: str, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+    """Run ``fn(*args)`` on a daemon thread of its own; its outcome lands in the returned future.
+    A daemon, not an executor's worker: those are joined at exit, and a consumer never shut down
+    would hold up the interpreter's exit for a receive's long poll."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
 
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._work: SimpleQueue[tuple[Any, ...] | None] = SimpleQueue()
-        self._lock = threading.Lock()
-        self._threads = 0
-        self._idle = 0
+    def run() -> None:
+        try:
+            outcome: tuple[bool, Any] = (True, fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed to the future
+            outcome = (False, exc)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(_settle, future, *outcome)
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
-        """Run ``fn(*args)`` on one of the threads; its outcome lands in the returned future."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-        with self._lock:
-            if self._idle:
-                self._idle -= 1
-            else:
-                self._threads += 1
-                name = f"{self._name}-{self._threads}"
-                threading.Thread(target=self._run, name=name, daemon=True).start()
-        self._work.put((loop, future, fn, args))
-        return future
-
-    def _run(self) -> None:
-        while (item := self._work.get()) is not None:
-            loop, future, fn, args = item
-            try:
-                outcome: tuple[bool, Any] = (True, fn(*args))
-            except BaseException as exc:  # noqa: BLE001 - handed to the future
-                outcome = (False, exc)
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-                loop.call_soon_threadsafe(_settle, future, *outcome)
-            with self._lock:
-                self._idle += 1
-
-    def shutdown(self) -> None:
-        with self._lock:
-            threads = self._threads
-        for _ in range(threads):
-            self._work.put(None)
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
@@ -203,7 +176,6 @@ class AsyncPushConsumer(ConsumerBase):
         self._loops: dict[tuple[str, int, str, int], asyncio.Task[None]] = {}
         self._inflight: set[asyncio.Task[None]] = set()
         self._direct: BlockingRpc | None = None  # the receives' blocking channels (non-FIFO groups)
-        self._receivers: _ReceiveThreads | None = None
         self._stopping = False
 
     def _settings(self) -> pb.Settings:
@@ -226,8 +198,6 @@ class AsyncPushConsumer(ConsumerBase):
         self._sem = asyncio.Semaphore(self.consumption_threads)
         self._space = asyncio.Condition()
         self._direct = BlockingRpc(self.config, self.client_id)
-        # a thread per receive under way (receives_per_queue per assigned queue), made as needed
-        self._receivers = _ReceiveThreads("mqcloud-receive")
         if not inspect.iscoroutinefunction(self.listener):
             self._executor = concurrent.futures.ThreadPoolExecutor(
                 self.consumption_threads, thread_name_prefix="mqcloud-consume"
@@ -294,10 +264,10 @@ class AsyncPushConsumer(ConsumerBase):
     async def _receive(self, queue: pb.MessageQueue, req: svc.ReceiveMessageRequest) -> list[MessageView]:
         """One receive: on a thread of its own with gRPC's blocking API (see the module docstring),
         on the loop for FIFO groups."""
-        if self.fifo or self._receivers is None:
+        if self.fifo or self._direct is None:
             return await super()._receive(queue, req)
         stream = _Stream()
-        done = self._receivers.submit(self._receive_here, queue, req, stream)
+        done = _in_thread("mqcloud-receive", self._receive_here, queue, req, stream)
         try:
             return await asyncio.shield(done)
         except asyncio.CancelledError:
@@ -477,8 +447,6 @@ class AsyncPushConsumer(ConsumerBase):
         await super().shutdown()
         if self._direct is not None:  # ends the receives still parked (their calls are cancelled)
             self._direct.close()
-        if self._receivers is not None:
-            self._receivers.shutdown()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
 

@@ -140,12 +140,11 @@ class MappedFile:
         return self.flushed_position
 
     def msync(self) -> None:
-        """Flush pages written through the mapping (index files).
+        """Make what was written to the file durable (index files: entries and slot pages written
+        with pwrite).
 
-        fdatasync rather than ``mmap.flush()``: CPython holds the GIL through msync, so a flush of
-        a large index file in a background thread stalled the broker's event loop for its whole
-        write-back; on Linux fdatasync writes back the pages dirtied through a shared mapping as
-        well, with the GIL released."""
+        fdatasync rather than ``mmap.flush()``: CPython holds the GIL through msync, and on Linux
+        fdatasync writes back pages dirtied through a shared mapping as well, with the GIL released."""
         os.fdatasync(self._fd)
 
     def zero_from(self, position: int) -> None:
