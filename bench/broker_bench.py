@@ -75,6 +75,8 @@ Figures (``--json PATH`` writes them):
                                  as a server's own work between calls evicts them (bench/broker_work.py)
 - broker_pop_compaction_ms        how long a POP journal compaction holds the broker's event loop
                                  with 20,000 messages in flight (bench/broker_work.py)
+- broker_gc_full_ms_in_flight     one full garbage collection with 400,000 messages in flight (POP
+                                 state alone, the rest frozen; bench/broker_work.py)
 - broker_send_us_per_call / broker_send_batched_us_per_msg   the broker's own work per
                                  single-message SendMessage, and per message of 64-message ones,
                                  through the handler as the server registers it (decoding, guard,

@@ -14,6 +14,10 @@ than it moves a rate):
 - ``broker_pop_compaction_ms``   how long a POP journal compaction holds the event loop with 20,000
                                  messages in flight (the export and the journal's rotation; the
                                  snapshot is serialized, written and fsynced in a thread of its own)
+- ``broker_gc_full_ms_in_flight``  one full garbage collection of this process with 400,000 messages
+                                 of a group in flight (POP state only, the objects alive before it
+                                 frozen as the broker freezes its start-up heap): what a group's
+                                 unacked messages add to each full collection, a pause of the loop
 - ``broker_send_us_per_call``    a single-message SendMessage (as the official clients send) through
                                  the handler the server registers: the request's bytes decoded, the
                                  guard (admission, metering), the store's append (ASYNC_FLUSH), the
@@ -48,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import shutil
@@ -214,6 +219,7 @@ async def broker_work_figures(count: int = 32_000, data_dir: Path | None = None)
         in_flight = sum(len(broker.pop.position(GROUP, TOPIC, q).in_flight) for q in range(QUEUES))
         # before the directory goes (it was measured after, and left a directory behind per run)
         compaction_ms = _compaction_ms(root / "compaction")
+        full_collection_ms = _full_collection_ms(root / "collection")
     finally:
         broker.begin_shutdown()
         broker.close()
@@ -221,6 +227,7 @@ async def broker_work_figures(count: int = 32_000, data_dir: Path | None = None)
             shutil.rmtree(root, ignore_errors=True)
     return {
         "broker_pop_compaction_ms": compaction_ms,
+        "broker_gc_full_ms_in_flight": full_collection_ms,
         "broker_receive_us_per_msg": receiving / done * 1e6,
         "broker_ack_us_per_msg": acking / done * 1e6,
         "broker_trace_us_per_msg": tracing / done * 1e6,
@@ -366,6 +373,29 @@ def _compaction_ms(where: Path, in_flight: int = 20_000, rounds: int = 5) -> flo
         held.append(time.perf_counter() - started)
     state.close()
     return statistics.median(held) * 1e3
+
+
+def _full_collection_ms(where: Path, in_flight: int = 400_000, rounds: int = 5) -> float:
+    """Median milliseconds of one full collection with ``in_flight`` messages in flight (broker_bench's
+    queues, first deliveries in receives of 32), what was alive before frozen."""
+    gc.collect()
+    gc.freeze()
+    try:
+        state = PopState(where, initial_offset=lambda g, t, q: 0, on_commit=lambda g, t, q, o: None)
+        per_queue = in_flight // QUEUES
+        for queue in range(QUEUES):
+            for start in range(0, per_queue, BATCH):
+                state.deliver_new(GROUP, TOPIC, queue, list(range(start, start + BATCH)), 2**62)
+        gc.collect()  # the tuples the collector itself stops tracking, once
+        held: list[float] = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            gc.collect()
+            held.append(time.perf_counter() - started)
+        state.close()
+        return statistics.median(held) * 1e3
+    finally:
+        gc.unfreeze()
 
 
 def main() -> None:

@@ -53,6 +53,16 @@ import orjson
 
 from dataplane.store.checkpoint import atomic_write, fsync_dir
 
+try:  # the garbage collector's walks skip the in-flight tables (see untrack in _v2_codec.c)
+    from dataplane import _v2_codec  # type: ignore[attr-defined]
+
+    untrack: Callable[[list[Any] | tuple[Any, ...]], bool] = _v2_codec.untrack
+except ImportError:  # pragma: no cover - no compiler where the broker was built
+
+    def untrack(container: list[Any] | tuple[Any, ...]) -> bool:
+        return False
+
+
 __all__ = ("ATTEMPT", "NONCE", "OFFSET", "UNTIL", "WAITING", "InFlight", "PopState", "QueuePosition")
 
 logger = logging.getLogger(__name__)
@@ -91,8 +101,18 @@ class QueuePosition:
     # cost O(messages in flight) (a group with 50k unacked messages consumed at two thirds speed).
     # An item is current while in_flight holds an entry of that offset with that invisible time.
     due_heap: list[tuple[int, int]] = dataclasses.field(default_factory=list, repr=False, compare=False)
+    # in_flight, low and due_heap hold only ints and tuples of ints and strings, so none of them can
+    # be part of a reference cycle: untracked, the garbage collector's full collections no longer walk
+    # them (a pause on the event loop that grew with the messages in flight). in_flight (a dict) stays
+    # untracked as long as only untracked entries go in, which put/put_all see to; the heaps are
+    # untracked when made and only ever get ints and (int, int) tuples.
+
+    def __post_init__(self) -> None:
+        untrack(self.low)
+        untrack(self.due_heap)
 
     def put(self, entry: InFlight) -> None:
+        untrack(entry)
         in_flight = self.in_flight
         offset = entry[OFFSET]
         if offset not in in_flight:
@@ -102,6 +122,7 @@ class QueuePosition:
 
     def put_all(self, entries: list[InFlight]) -> None:
         """:meth:`put` of each of ``entries`` (a receive's new messages of one queue)."""
+        untrack(entries)
         in_flight, low, due_heap = self.in_flight, self.low, self.due_heap
         push = heapq.heappush
         for entry in entries:
@@ -117,9 +138,11 @@ class QueuePosition:
         if len(low) > 2 * len(self.in_flight) + 1024:  # acks behind a long-unacked message
             self.low = list(self.in_flight)
             heapq.heapify(self.low)
+            untrack(self.low)
         if len(self.due_heap) > 2 * len(self.in_flight) + 1024:  # acked before their time ran out
             self.due_heap = [(e[UNTIL], o) for o, e in self.in_flight.items()]
             heapq.heapify(self.due_heap)
+            untrack(self.due_heap)
 
     def clear_in_flight(self) -> None:
         self.in_flight.clear()
@@ -135,6 +158,7 @@ class QueuePosition:
             if len(low) < len(in_flight):  # not a superset (changed around put/drop): rebuild
                 self.low = low = list(in_flight)
                 heapq.heapify(low)
+                untrack(low)
             first = low[0]
         else:
             first = self.next_offset
@@ -436,6 +460,7 @@ class PopState:
                 # table's values, not a list built per entry (restore reads a missing waiting as false)
                 "inflight": list(pos.in_flight.values()),
             }
+            untrack(item["inflight"])  # walked by no collection while the snapshot is written
             if pos.groups:
                 item["groups"] = [[o, mg] for o, mg in pos.groups.items()]
                 item["held"] = sorted(pos.held)
