@@ -428,6 +428,50 @@ async def test_push_consumer_receives_on_threads_and_a_cancelled_receive_takes_n
     assert seen == []  # nothing of the other topic reached the listener (nor of ``mine``: nothing sent)
 
 
+async def test_a_receive_cancelled_after_its_stream_ended_has_its_messages_consumed(env: Env) -> None:
+    """The other order of a cancelled receive: its stream had already brought a message (which the
+    broker now keeps invisible for this client) when its loop was cancelled. The message is not
+    dropped on the floor: it reaches the listener and is acked."""
+    mine, other = env.new_topic(), env.new_topic()
+    seen, all_seen, listener = _listener_until(1)
+    consumer = AsyncPushConsumer(env.config, env.group, {mine: "*"}, listener, receives_per_queue=1)
+    host, port = env.broker.target.rsplit(":", 1)
+    endpoints = pb.Endpoints(scheme=pb.AddressScheme.IPv4, addresses=[pb.Address(host=host, port=int(port))])
+    queue = pb.MessageQueue(
+        topic=consumer.resource(other), id=-1, broker=pb.Broker(name="b", endpoints=endpoints)
+    )
+    streamed, release = threading.Event(), threading.Event()
+    receive_here = consumer._receive_here
+
+    def ended_then_held(*args: Any) -> list[MessageView]:
+        got = receive_here(*args)  # the stream is over: the broker handed the message out
+        streamed.set()
+        release.wait(10)  # the loop's cancel comes before the thread hands its messages over
+        return got
+
+    consumer._receive_here = ended_then_held  # type: ignore[method-assign]
+    await consumer.start()
+    try:
+        async with AsyncProducer(env.config, [other]) as producer:
+            receipt = await producer.send(Message(other, b"streamed-before-the-cancel"))
+        request = consumer._receive_request(queue, FilterExpression("*"), 8, 30, 5)
+        receiving = asyncio.create_task(consumer._receive(queue, request))
+        assert await asyncio.to_thread(streamed.wait, 10)
+        receiving.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await receiving
+        release.set()
+        await asyncio.wait_for(all_seen.wait(), 10)
+        assert seen == [receipt.message_id]
+        deadline = time.monotonic() + 10
+        while consumer.cached_message_count:  # consumed and acked: the cache is empty again
+            assert time.monotonic() < deadline, "the message stayed in the consumer's cache"
+            await asyncio.sleep(0.05)
+    finally:
+        release.set()
+        await consumer.shutdown()
+
+
 _NEVER_SHUT_DOWN = """
 import sys, time
 from mqcloud import ClientConfig, ConsumeResult, PushConsumer
