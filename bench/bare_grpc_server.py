@@ -7,8 +7,9 @@ so a consume run against it measures what streaming the responses alone costs. T
 written as the broker writes it (``dataplane.buffered_stream``: one socket write per receive).
 It runs on the event loop a broker started in the same environment would (``MQ_BROKER_EVENT_LOOP``,
 uvloop unless set), with the gRPC core switches such a broker sets (``MQ_BROKER_GRPC_EXPERIMENTS``,
-dataplane/grpc_core.py), and registers its methods as the broker does (:func:`register`), so the two
-are measured on the same stack.
+dataplane/grpc_core.py) and on the CPUs it would keep to (``MQ_BROKER_CPU_AFFINITY``), and it
+registers its methods as the broker does (:func:`register`), so the two are measured on the same
+stack.
 
 With ``--relay`` it is the framework's floor for the end-to-end runs instead: SendMessage keeps the
 messages it is sent in memory (in order, nothing on disk, no index, no POP state) and ReceiveMessage
@@ -28,10 +29,14 @@ import sys
 from collections.abc import AsyncIterator
 
 from dataplane.config import BrokerSettings
+from dataplane.cpu_affinity import apply_cpu_affinity
 from dataplane.grpc_core import apply_experiments
 
-# The gRPC core switches a broker node sets for itself, before grpc is imported (the same stack).
-apply_experiments(BrokerSettings().grpc_experiments)
+# The gRPC core switches a broker node sets for itself, before grpc is imported, and the CPUs it
+# keeps to (MQ_BROKER_CPU_AFFINITY, none unless set): the same stack.
+_settings = BrokerSettings()
+apply_experiments(_settings.grpc_experiments)
+apply_cpu_affinity(_settings.cpu_affinity)
 
 import grpc  # noqa: E402
 

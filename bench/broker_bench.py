@@ -101,11 +101,12 @@ threads, and the e2e runs' consumers, which use it in a process of their own: gr
 costs about half again as much CPU per received message.
 
 Run: ``uv run python bench/broker_bench.py [--quick] [--json PATH] [--loop uvloop|asyncio]
-[--e2e-consumers N] [--consume-client blocking|aio]``; ``--calls-only`` runs only the CPU-per-call
-phases, ``--consume-only`` only the consume loops (ROUNDS rounds of 40,000 messages alternating
-between the bare server and ours, medians), ``--e2e-only`` only the e2e_p99_ms run (ROUNDS rounds
-alternating between the relay and ours, on a broker holding 100,000 messages): quick A/B runs of one
-path.
+[--e2e-consumers N] [--consume-client blocking|aio] [--server-cpus LIST]``; ``--server-cpus``
+keeps our broker (its ``cpu_affinity`` setting) and the bare server to those CPUs; ``--calls-only``
+runs only the CPU-per-call phases, ``--consume-only`` only the consume loops (ROUNDS rounds of
+40,000 messages alternating between the bare server and ours, medians), ``--e2e-only`` only the
+e2e_p99_ms run (ROUNDS rounds alternating between the relay and ours, on a broker holding 100,000
+messages): quick A/B runs of one path.
 """
 
 from __future__ import annotations
@@ -937,6 +938,12 @@ def main() -> None:
         "--loop", choices=("uvloop", "asyncio"), default="uvloop", help="the servers' event loop"
     )
     parser.add_argument(
+        "--server-cpus",
+        default="",
+        help="CPU list the servers keep to (our broker's cpu_affinity, the bare server's the same); "
+        "default: none",
+    )
+    parser.add_argument(
         "--e2e-consumers",
         type=int,
         default=E2E_CONSUMERS,
@@ -953,6 +960,7 @@ def main() -> None:
         parser.error("--e2e-consumers must be 1 or more")
     # the broker reads it as its setting; the bare server follows the broker
     os.environ["MQ_BROKER_EVENT_LOOP"] = args.loop
+    os.environ["MQ_BROKER_CPU_AFFINITY"] = args.server_cpus
     CONSUME_CLIENT = args.consume_client
     if args.calls_only:
         results = asyncio.run(run_calls_only())
@@ -963,6 +971,8 @@ def main() -> None:
     else:
         results = asyncio.run(run(args.quick, args.e2e_consumers))
     results["event_loop"] = args.loop
+    if args.server_cpus:
+        results["server_cpus"] = args.server_cpus
     if not args.calls_only:
         results["consume_client"] = args.consume_client
     if not (args.calls_only or args.consume_only):

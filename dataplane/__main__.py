@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataplane.config import BrokerSettings
+from dataplane.cpu_affinity import apply_cpu_affinity
 from dataplane.event_loop import run_on
 from dataplane.grpc_core import apply_experiments
 
 settings = BrokerSettings()
 apply_experiments(settings.grpc_experiments)  # before dataplane.server imports grpc
+apply_cpu_affinity(settings.cpu_affinity)  # before the server starts threads, which inherit it
 
 from dataplane.server import configure_logging, run  # noqa: E402
 

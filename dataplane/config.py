@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from dataplane.cpu_affinity import parse_cpu_list
 from dataplane.event_loop import EventLoopKind, uvloop_installed
 from dataplane.grpc_core import DEFAULT_GRPC_EXPERIMENTS
 
@@ -100,6 +101,10 @@ class BrokerSettings(BaseSettings):
     # a server's socket I/O on the thread that polls for completions. Empty: grpcio's own defaults.
     # GRPC_EXPERIMENTS in the environment wins. Applies to nodes started by ``mqctl broker start``.
     grpc_experiments: str = DEFAULT_GRPC_EXPERIMENTS
+    # CPUs the node's threads run on, a Linux CPU list ("0", "0-1,4"); empty: wherever the kernel puts
+    # them. One CPU spares gRPC's hand-overs between its polling thread and the loop a wake-up of
+    # another CPU each (dataplane/cpu_affinity.py). Applies to nodes started by ``mqctl broker start``.
+    cpu_affinity: str = ""
     # Freeze the objects alive once the node listens out of the garbage collector's full walks
     # (dataplane/heap.py): then no full collection stalls the loop for long. Off only to compare.
     gc_freeze: bool = True
@@ -178,6 +183,13 @@ class BrokerSettings(BaseSettings):
         if kind == "uvloop" and not uvloop_installed():
             raise ValueError("the uvloop package is not installed: set MQ_BROKER_EVENT_LOOP=asyncio")
         return kind
+
+    @field_validator("cpu_affinity")
+    @classmethod
+    def _cpu_list(cls, text: str) -> str:
+        if text.strip():
+            parse_cpu_list(text)  # the CPUs themselves are checked where they are applied
+        return text
 
     @model_validator(mode="after")
     def _replication_secret(self) -> BrokerSettings:

@@ -16,6 +16,7 @@ import grpc
 from dataplane import buffered_stream, grpc_core
 from dataplane.broker import Broker
 from dataplane.config import BrokerSettings
+from dataplane.cpu_affinity import format_cpu_list
 from dataplane.guard import Guard
 from dataplane.heap import freeze_startup_heap, watch_gc_pauses
 from dataplane.interceptors import AdminAuthInterceptor, MessagingInterceptor
@@ -204,6 +205,8 @@ async def run(settings: BrokerSettings, announce: Callable[[str], None] = logger
     loop = asyncio.get_running_loop()
     logger.info("event loop: %s.%s", type(loop).__module__, type(loop).__qualname__)
     logger.info("gRPC core experiments: %s", os.environ.get(grpc_core.ENV) or "grpcio's defaults")
+    if settings.cpu_affinity.strip():
+        logger.info("CPU affinity: %s", format_cpu_list(os.sched_getaffinity(0)))
     if not buffered_stream.AVAILABLE:
         logger.warning("this grpcio has no write-buffer hint; each streamed response is its own write")
     for sig in (signal.SIGTERM, signal.SIGINT):

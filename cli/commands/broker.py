@@ -20,6 +20,10 @@ def start(
     listen: Annotated[str | None, typer.Option("--listen", help="gRPC HOST:PORT [MQ_BROKER_LISTEN]")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="TOML or JSON settings file")] = None,
     flush: Annotated[str | None, typer.Option("--flush", help="sync | async [MQ_BROKER_FLUSH]")] = None,
+    cpu_affinity: Annotated[
+        str | None,
+        typer.Option("--cpu-affinity", help="CPUs to run on, e.g. 0 or 0-1,4 [MQ_BROKER_CPU_AFFINITY]"),
+    ] = None,
     metrics_listen: Annotated[
         str | None,
         typer.Option("--metrics-listen", help="Prometheus HOST:PORT, 0 disables [MQ_BROKER_METRICS_LISTEN]"),
@@ -39,6 +43,7 @@ def start(
 
     from cli.output import abort, info
     from dataplane.config import load_settings
+    from dataplane.cpu_affinity import apply_cpu_affinity
     from dataplane.event_loop import run_on
     from dataplane.grpc_core import apply_experiments
 
@@ -51,12 +56,17 @@ def start(
             listen=listen,
             flush=flush,
             metrics_listen=metrics_listen,
+            cpu_affinity=cpu_affinity,
             dev_mode=True if dev else None,
         )
     except (ValidationError, OSError, ValueError) as exc:
         abort(f"invalid broker settings: {exc}", code=2)
     # before the first import of grpc (dataplane.server's): the core reads them only then
     apply_experiments(settings.grpc_experiments)
+    try:  # before the server starts its threads, which inherit it
+        apply_cpu_affinity(settings.cpu_affinity)
+    except (ValueError, OSError) as exc:
+        abort(f"invalid broker settings: {exc}", code=2)
     from dataplane.server import configure_logging, run
 
     configure_logging(log_level)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import os
 import signal
 import threading
 import time
@@ -480,6 +481,34 @@ def test_grpcs_own_defaults_when_the_setting_is_empty(tmp_path: Path) -> None:
         _setup(admin)
         assert v2.send("orders", b"on the event engine").status.code == pb.Code.OK
         assert [m.body for m in messages(v2.receive("g1", "orders"))] == [b"on the event engine"]
+
+
+def test_cpu_affinity_keeps_every_thread_of_the_node_on_its_cpus(tmp_path: Path) -> None:
+    cpu = min(os.sched_getaffinity(0))
+    process = BrokerProcess(tmp_path / "broker", free_port(), args=("--cpu-affinity", str(cpu)))
+    process.start()
+    admin = BrokerAdminClient(process.target)
+    try:
+        assert any(f"CPU affinity: {cpu}" in line for line in process.output)
+        _setup(admin)
+        with _client(process) as v2:
+            assert v2.send("orders", b"on one cpu").status.code == pb.Code.OK
+            assert [m.body for m in messages(v2.receive("g1", "orders"))] == [b"on one cpu"]
+        assert process.proc is not None
+        threads = [int(task.name) for task in Path(f"/proc/{process.proc.pid}/task").iterdir()]
+        assert len(threads) > 2  # the loop's, gRPC's poller and the store's own at least
+        assert {tid: os.sched_getaffinity(tid) for tid in threads} == {tid: {cpu} for tid in threads}
+    finally:
+        admin.close()
+        process.kill()
+
+
+def test_cpu_affinity_beyond_the_machine_is_refused(tmp_path: Path) -> None:
+    missing = max(os.sched_getaffinity(0)) + 1
+    process = BrokerProcess(tmp_path / "broker", free_port(), env={"MQ_BROKER_CPU_AFFINITY": f"0,{missing}"})
+    with pytest.raises(RuntimeError, match=rf"(?s)invalid broker settings.*CPU {missing} is not one"):
+        process.start()
+    assert process.proc is not None and process.proc.wait(10) == 2
 
 
 def test_unknown_event_loop_is_refused(tmp_path: Path) -> None:
