@@ -1600,8 +1600,8 @@ static PyObject *configure(PyObject *self, PyObject *args)
  *
  * The broker's POP state keeps, per queue, a heap of in-flight offsets and a heap of (invisible
  * until, offset) pairs: lists, which the collector always tracks, so every full collection walked
- * each of their entries (about 50 ms per full collection with 400,000 messages in flight). CPython
- * itself stops tracking a tuple or dict that holds only atomic values, since such a container can
+ * each of their entries (11-17 ms per full collection with 400,000 messages in flight, measured by
+ * bench/broker_work.py). CPython itself stops tracking a tuple or dict that holds only atomic values, since such a container can
  * be part of no reference cycle; it never does so for a list. This does it for ``container`` (a list
  * or tuple) and the tuples in it, when every value it holds is atomic: not a container, or a tuple
  * of such values. It returns False and changes nothing otherwise. The caller must only ever add
