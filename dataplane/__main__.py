@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from dataplane.config import BrokerSettings
 from dataplane.cpu_affinity import apply_cpu_affinity
 from dataplane.event_loop import run_on
@@ -9,7 +11,10 @@ from dataplane.grpc_core import apply_experiments
 
 settings = BrokerSettings()
 apply_experiments(settings.grpc_experiments)  # before dataplane.server imports grpc
-apply_cpu_affinity(settings.cpu_affinity)  # before the server starts threads, which inherit it
+try:  # before the server starts threads, which inherit it
+    apply_cpu_affinity(settings.cpu_affinity)
+except (ValueError, OSError) as exc:
+    sys.exit(f"invalid broker settings: {exc}")
 
 from dataplane.server import configure_logging, run  # noqa: E402
 
