@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from mqcloud._base import BaseClient, duration
 from mqcloud.ack_batching import MAX_ACK_ENTRIES, AckCoalescer, check_ack
@@ -13,6 +13,9 @@ from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from mqcloud.config import ClientConfig, endpoints_key
 from mqcloud.errors import MQClientError, check_status
 from mqcloud.message import FilterExpression, MessageView
+
+if TYPE_CHECKING:
+    from mqcloud._blocking_rpc import BlockingRpc
 
 __all__ = ("ConsumerBase", "MessageViews", "ack_entry", "changed")
 
@@ -83,6 +86,21 @@ class ConsumerBase(BaseClient):
         views = MessageViews(queue)
         deadline = self._receive_deadline(req)
         async for resp in self.rpc.server_stream(views.endpoint, "ReceiveMessage", req, deadline):
+            views.take(resp)
+        return views.messages
+
+    def _receive_blocking(
+        self,
+        rpc: BlockingRpc,
+        queue: pb.MessageQueue,
+        req: svc.ReceiveMessageRequest,
+        on_call: Callable[[Any], None] | None = None,
+    ) -> list[MessageView]:
+        """:meth:`_receive` on gRPC's blocking API, on the calling thread (``on_call``: see
+        :meth:`BlockingRpc.server_stream`)."""
+        views = MessageViews(queue)
+        deadline = self._receive_deadline(req)
+        for resp in rpc.server_stream(views.endpoint, "ReceiveMessage", req, deadline, on_call):
             views.take(resp)
         return views.messages
 

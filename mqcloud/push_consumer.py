@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Union
 
 from mqcloud._blocking_rpc import BlockingRpc
-from mqcloud._consumer import ConsumerBase, MessageViews
+from mqcloud._consumer import ConsumerBase
 from mqcloud._loop import BlockingClient
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
@@ -279,13 +279,7 @@ class AsyncPushConsumer(ConsumerBase):
         self, queue: pb.MessageQueue, req: svc.ReceiveMessageRequest, stream: _Stream
     ) -> list[MessageView]:
         assert self._direct is not None
-        views = MessageViews(queue)
-        deadline = self._receive_deadline(req)
-        for resp in self._direct.server_stream(
-            views.endpoint, "ReceiveMessage", req, deadline, stream.attach
-        ):
-            views.take(resp)
-        return views.messages
+        return self._receive_blocking(self._direct, queue, req, stream.attach)
 
     def _received_anyway(self, done: asyncio.Future[list[MessageView]]) -> None:
         """A receive whose loop was cancelled after its stream had ended: its messages are this

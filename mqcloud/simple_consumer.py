@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
-from mqcloud._consumer import ConsumerBase, MessageViews, changed
+from mqcloud._consumer import ConsumerBase, changed
 from mqcloud._loop import BlockingClient
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
@@ -111,10 +111,7 @@ class SimpleConsumer(BlockingClient[AsyncSimpleConsumer]):
         route = core.routes.peek(topic) or self._lt().run(core._route(topic))
         queue = core._next_queue(topic, route)
         req = core._request_for(topic, queue, max_messages, invisible_duration)
-        views = MessageViews(queue)
-        for resp in calls.server_stream(views.endpoint, "ReceiveMessage", req, core._receive_deadline(req)):
-            views.take(resp)
-        return views.messages
+        return core._receive_blocking(calls, queue, req)
 
     def ack(self, message: MessageView) -> None:
         """Acknowledge one message in a call of its own (the asyncio flavour coalesces concurrent acks;

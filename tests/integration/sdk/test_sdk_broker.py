@@ -382,6 +382,20 @@ async def test_push_consumer_retries_a_lost_receive_with_its_attempt_id(env: Env
     assert len(seen) == len(set(seen)) == total
 
 
+def _push_consumer_and_other_queue(
+    env: Env, mine: str, other: str, listener: Any
+) -> tuple[AsyncPushConsumer, pb.MessageQueue]:
+    """A push consumer subscribed to ``mine`` (one receive loop), and a queue of ``other`` on the
+    broker, for the test to call the consumer's receive on by hand: its own loops never touch it."""
+    consumer = AsyncPushConsumer(env.config, env.group, {mine: "*"}, listener, receives_per_queue=1)
+    host, port = env.broker.target.rsplit(":", 1)
+    endpoints = pb.Endpoints(scheme=pb.AddressScheme.IPv4, addresses=[pb.Address(host=host, port=int(port))])
+    queue = pb.MessageQueue(
+        topic=consumer.resource(other), id=-1, broker=pb.Broker(name="b", endpoints=endpoints)
+    )
+    return consumer, queue
+
+
 def _receive_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("mqcloud-receive")]
 
@@ -393,12 +407,7 @@ async def test_push_consumer_receives_on_threads_and_a_cancelled_receive_takes_n
     rather than after its long poll."""
     mine, other = env.new_topic(), env.new_topic()  # the consumer's receive loops are on ``mine``
     seen, _, listener = _listener_until(1)
-    consumer = AsyncPushConsumer(env.config, env.group, {mine: "*"}, listener, receives_per_queue=1)
-    host, port = env.broker.target.rsplit(":", 1)
-    endpoints = pb.Endpoints(scheme=pb.AddressScheme.IPv4, addresses=[pb.Address(host=host, port=int(port))])
-    queue = pb.MessageQueue(
-        topic=consumer.resource(other), id=-1, broker=pb.Broker(name="b", endpoints=endpoints)
-    )
+    consumer, queue = _push_consumer_and_other_queue(env, mine, other, listener)
 
     def request(long_polling: float) -> svc.ReceiveMessageRequest:
         return consumer._receive_request(queue, FilterExpression("*"), 8, 30, long_polling)
@@ -434,12 +443,7 @@ async def test_a_receive_cancelled_after_its_stream_ended_has_its_messages_consu
     dropped on the floor: it reaches the listener and is acked."""
     mine, other = env.new_topic(), env.new_topic()
     seen, all_seen, listener = _listener_until(1)
-    consumer = AsyncPushConsumer(env.config, env.group, {mine: "*"}, listener, receives_per_queue=1)
-    host, port = env.broker.target.rsplit(":", 1)
-    endpoints = pb.Endpoints(scheme=pb.AddressScheme.IPv4, addresses=[pb.Address(host=host, port=int(port))])
-    queue = pb.MessageQueue(
-        topic=consumer.resource(other), id=-1, broker=pb.Broker(name="b", endpoints=endpoints)
-    )
+    consumer, queue = _push_consumer_and_other_queue(env, mine, other, listener)
     streamed, release = threading.Event(), threading.Event()
     receive_here = consumer._receive_here
 
