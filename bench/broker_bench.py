@@ -16,6 +16,8 @@ Figures (``--json PATH`` writes them):
                                  its ratio to consume_msgs_per_s (one AckMessage per receive there)
 - e2e_p99_ms                     send -> receipt by a waiting consumer, paced at 5,000 msgs/s, sent
                                  through the SDK's batching producer (BatchingOptions, 1 ms delay);
+                                 the median of ROUNDS runs (2 s each with --quick, 6 s without)
+                                 alternating with the relay's (below), as are the figures beside it;
                                  in every e2e run this process only sends, and the consumers
                                  (``--e2e-consumers`` threads, E2E_CONSUMERS unless told; receives
                                  of 32, an ack per receive) run in a process of their own on gRPC's
@@ -772,13 +774,28 @@ async def e2e_figures(
     return figures | {f"{prefix}e2e_receive_{key}": value for key, value in shape.items()}
 
 
+async def e2e_rounds(
+    pair: list[tuple[str, str, int]], consumers: ConsumerProcess, seconds: float
+) -> dict[str, Any]:
+    """The e2e_p99_ms run against each (prefix, target, pid) of ``pair`` (ours: prefix "", the relay:
+    "grpc_ceiling_"), ROUNDS rounds in alternation (a, b; b, a; ...): each figure's median and every
+    round's in ``<figure>_rounds``. One run of a few seconds holds a few hundred receipts past its
+    p99, so one slow stretch of the machine moved it by half; the median of alternating rounds is
+    what the other comparisons with a peer already report."""
+    rounds: dict[str, list[dict[str, float]]] = {prefix: [] for prefix, _, _ in pair}
+    for round_ in range(ROUNDS):
+        for prefix, where, server in pair if round_ % 2 == 0 else pair[::-1]:
+            name = "server" if prefix else "broker"
+            rounds[prefix].append(await e2e_figures(where, consumers, server, prefix, name, seconds))
+    return medians(rounds)
+
+
 async def run_e2e_only(e2e_consumers: int = E2E_CONSUMERS, seconds: float = 6) -> dict[str, Any]:
     """Only the e2e_p99_ms run, ours and the relay's, ROUNDS rounds in alternation (medians, every
     round's in ``<figure>_rounds``), on a broker holding a backlog as the full run's does
     (``--e2e-only``: quick A/B of the delivery path)."""
     relay_port = free_port()
     relay_argv = [sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(relay_port), "--relay"]
-    rounds: dict[str, list[dict[str, float]]] = {"grpc_ceiling_": [], "": []}
     with (
         process(relay_argv, relay_port) as relay,
         our_broker("async") as (target, pid),
@@ -786,11 +803,7 @@ async def run_e2e_only(e2e_consumers: int = E2E_CONSUMERS, seconds: float = 6) -
     ):
         await produce(target, 100_000, 64, 8)
         pair = [("grpc_ceiling_", f"127.0.0.1:{relay_port}", relay.pid), ("", target, pid)]
-        for round_ in range(ROUNDS):
-            for prefix, where, server in pair if round_ % 2 == 0 else pair[::-1]:
-                name = "server" if prefix else "broker"
-                rounds[prefix].append(await e2e_figures(where, consumers, server, prefix, name, seconds))
-    results = medians(rounds)
+        results = await e2e_rounds(pair, consumers, seconds)
     results["e2e_vs_grpc_ceiling"] = results["e2e_p99_ms"] / results["grpc_ceiling_e2e_p99_ms"]
     return results
 
@@ -873,13 +886,12 @@ async def run(quick: bool, e2e_consumers: int = E2E_CONSUMERS) -> dict[str, Any]
                 bounded[in_flight].append(p99_ms)
         for in_flight, values in bounded.items():
             results[f"e2e_p99_ms_at_2500_in_flight_{in_flight}"] = statistics.median(values)
-        # The target rate through our broker, then through the relay, which keeps nothing but the
-        # messages in memory: the latency the framework and these clients allow on this machine.
-        for prefix, where, server_pid, server in (
-            ("", target, pid, "broker"),
-            ("grpc_ceiling_", relay_target, relay.pid, "server"),
-        ):
-            results |= await e2e_figures(where, consumers, server_pid, prefix, server, 2 if quick else 10)
+        # The target rate through our broker and through the relay, which keeps nothing but the
+        # messages in memory (the latency the framework and these clients allow on this machine),
+        # in alternating rounds: medians.
+        results |= await e2e_rounds(
+            [("", target, pid), ("grpc_ceiling_", relay_target, relay.pid)], consumers, 2 if quick else 6
+        )
         # (1 s with --quick: its backlog drains for several seconds more on a slow machine)
         single, single_send = await e2e_latency(target, consumers, rate=5000, seconds=1 if quick else 10)
         results["e2e_single_p99_ms"] = single
