@@ -21,8 +21,8 @@ promotion resumes after the last delivered second, skipping the entries of a hal
 
 The checkpoint (every ``checkpoint_interval_ms``, in a thread of its own so its fsyncs never delay a
 delivery) records the delivered second, the timer log end and the next ConsumeQueue offset, after
-fsyncing the timer log, the wheel and the CommitLog. After a
-crash the timer log is replayed from the checkpointed end (records carry their queue offset), so
+fsyncing the timer log, the wheel and (when something was re-put since the last one) the CommitLog.
+After a crash the timer log is replayed from the checkpointed end (records carry their queue offset), so
 nothing is lost and nothing is delivered early; a second that was being delivered is delivered
 again (at least once).
 """
@@ -175,6 +175,12 @@ class TimerMessageStore:
         self.trim_interval_s = 60.0  # how often checkpoint() looks for timer-log segments to delete
         self._last_trim = 0.0
         self.delivered = 0  # counters (tests, metrics)
+        # store appends of the scanner (re-puts, progress records; on a replica, progress adopted),
+        # and how many the last checkpoint's store checkpoint covered: without new ones it is not
+        # asked for again
+        self._puts = 0
+        self._puts_checkpointed = 0
+        self.store_checkpoints = 0  # store checkpoints this service asked for (tests)
         self.recalled = 0
         self.accepted_direct = 0  # linked from accepted() hints, not read back from the CommitLog
         # first queue offset -> records (magic, cl offset, deliver ms, queue offset) from the send path
@@ -302,14 +308,21 @@ class TimerMessageStore:
             return
         with self._lock:
             cp = TimerCheckpoint(self._delivered_second, log.end, self._queue_offset)
+        # Every re-put of a second below cp's was counted before the second was marked delivered.
+        puts = self._puts
         # the fsyncs outside the lock: they cover at least what ``cp`` names, and the send path
         # (accepted) never finds the lock taken for them. A wheel that reaches disk ahead of the log
         # is rebuilt by recovery (the kernel may write its pages back at any time anyway).
         log.flush()
         wheel.flush()
         store_checkpoint = getattr(self.store, "checkpoint", None)
-        if store_checkpoint is not None:
-            store_checkpoint()  # the re-put messages of the delivered seconds are durable
+        if store_checkpoint is not None and puts != self._puts_checkpointed:
+            # the re-put messages of the delivered seconds are durable. Only when there are new
+            # ones: the store checkpoints itself as well, and under sends with no timers due this
+            # call fsynced every ConsumeQueue and the CommitLog a second time each second.
+            store_checkpoint()
+            self.store_checkpoints += 1
+        self._puts_checkpointed = puts
         cp.save(self.dir / "checkpoint")
         self._last_checkpoint = time.monotonic()
         if self._last_checkpoint - self._last_trim >= self.trim_interval_s:
@@ -584,6 +597,7 @@ class TimerMessageStore:
                 raise _Deposed
             result = self.store.put_messages(msgs)
             if result.status in (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT):
+                self._puts += 1
                 self.delivered += delivered
                 if self.publish_progress:
                     self._last_progress = time.monotonic()
@@ -615,6 +629,9 @@ class TimerMessageStore:
         second = max(r[0] for r in records)
         same = [r for r in records if r[0] == second]
         done = any(r[1] for r in same)
+        # what the master re-put is in this store's CommitLog up to those records: the next
+        # checkpoint makes it durable before it records the adopted second (as for our own re-puts)
+        self._puts += 1
         with self._lock:
             delivered = second + 1 if done else second
             self._next_second = max(self._next_second, delivered)

@@ -314,3 +314,64 @@ def test_a_woken_dispatcher_lets_the_send_path_hand_over_first(
         assert counting.timer_reads == 0 and timers.accepted_direct == 60
     finally:
         timers.shutdown()
+
+
+class _CheckpointRecordingStore(_WakingCountingStore):
+    """The store, recording how far its CommitLog was flushed at each checkpoint the timers ask for."""
+
+    def __init__(self, store: MessageStore) -> None:
+        super().__init__(store)
+        self.flushed_at_checkpoints: list[int] = []
+
+    def checkpoint(self) -> None:
+        self._store.checkpoint()
+        self.flushed_at_checkpoints.append(self._store.commit_log.flushed_offset)
+
+
+def _checkpoints(timers: TimerMessageStore, count: int) -> None:
+    """Wait until ``count`` more timer checkpoints were written."""
+    seen = [timers._last_checkpoint]
+
+    def more() -> bool:
+        if timers._last_checkpoint != seen[-1]:
+            seen.append(timers._last_checkpoint)
+        return len(seen) > count
+
+    _wait_for(more)
+
+
+def test_the_store_is_checkpointed_for_re_puts_only(store: MessageStore, tmp_path: Path) -> None:
+    """The timers' checkpoint makes their re-puts durable before recording the seconds delivered;
+    with none since the last one it leaves the store to its own checkpoints (it used to fsync the
+    ConsumeQueues and the CommitLog again every interval while other topics were sent to)."""
+    recording = _CheckpointRecordingStore(store)
+    timers = TimerMessageStore(recording, tmp_path / "timer", max_delay_ms=60_000, checkpoint_interval_ms=100)
+    timers.start()
+    try:
+        for _ in range(4):  # sends to another topic, no timer due
+            assert store.put_messages([MessageToStore("ns%plain", 0, b"x" * 100, {})]).ok
+            _checkpoints(timers, 1)
+        assert recording.flushed_at_checkpoints == [] and timers.store_checkpoints == 0
+
+        deliver = int(time.time() * 1000) + 300
+        _send(store, 5, deliver)
+        _wait_for(lambda: len(_delivered(store)) == 5)
+        end = max(m.physical_offset + m.size for m in _delivered(store))  # type: ignore[attr-defined]
+        # the wheel second they were re-put in (a message linked after its second was read goes
+        # with the next one)
+        second = max(m.store_timestamp for m in _delivered(store)) // 1000  # type: ignore[attr-defined]
+        path = tmp_path / "timer" / "checkpoint"
+
+        def recorded() -> bool:
+            cp = timer_service.TimerCheckpoint.load(path)
+            return cp is not None and cp.delivered_second > second
+
+        _wait_for(recorded)
+        # the checkpoint that recorded the second as delivered had the re-puts fsynced first
+        assert recording.flushed_at_checkpoints and recording.flushed_at_checkpoints[-1] >= end
+        asked = len(recording.flushed_at_checkpoints)
+        assert timers.store_checkpoints == asked
+        _checkpoints(timers, 3)
+        assert len(recording.flushed_at_checkpoints) == asked  # nothing re-put since
+    finally:
+        timers.shutdown()
