@@ -779,9 +779,9 @@ async def e2e_rounds(
 ) -> dict[str, Any]:
     """The e2e_p99_ms run against each (prefix, target, pid) of ``pair`` (ours: prefix "", the relay:
     "grpc_ceiling_"), ROUNDS rounds in alternation (a, b; b, a; ...): each figure's median and every
-    round's in ``<figure>_rounds``. One run of a few seconds holds a few hundred receipts past its
-    p99, so one slow stretch of the machine moved it by half; the median of alternating rounds is
-    what the other comparisons with a peer already report."""
+    round's in ``<figure>_rounds``. A run of a few seconds has one to a few hundred receipts past
+    its p99, so one slow stretch of the machine moved it by half; the median of alternating rounds
+    is what the other comparisons with a peer already report."""
     rounds: dict[str, list[dict[str, float]]] = {prefix: [] for prefix, _, _ in pair}
     for round_ in range(ROUNDS):
         for prefix, where, server in pair if round_ % 2 == 0 else pair[::-1]:
