@@ -39,10 +39,10 @@
 enum { S_QUEUE_ID = 1, S_QUEUE_OFFSET = 2, S_BODY = 4, S_PROPERTIES = 5, S_STORE_TS = 6, S_BORN_TS = 7,
        S_BORN_HOST = 8, S_FIELDS = 16 };
 
-enum { DIGEST_MD5 = 2, ENCODING_IDENTITY = 1, ENCODING_GZIP = 2, TYPE_NORMAL = 1 };
+enum { DIGEST_SHA1 = 3, ENCODING_IDENTITY = 1, ENCODING_GZIP = 2, TYPE_NORMAL = 1 };
 
-/* Handed over once by configure(): hashlib.md5, the hidden property names, the property keys. */
-static PyObject *md5_fn, *hidden_keys;
+/* Handed over once by configure(): hashlib.sha1, the hidden property names, the property keys. */
+static PyObject *sha1_fn, *hidden_keys;
 static PyObject *k_tags, *k_keys, *k_uniq, *k_type, *k_group, *k_born_host, *k_trace, *k_encoding, *k_ns,
     *k_deliver_ms, *k_dlq_topic, *s_gzip, *s_msg_id, *s_copy, *s_update, *s_digest;
 
@@ -161,34 +161,34 @@ static PyObject *get(PyObject *props, PyObject *key)
     return PyDict_GetItemWithError(props, key); /* borrowed; NULL with no error when absent */
 }
 
-/* The body's MD5 as upper-case hex, through hashlib */
-static int put_md5(Buf *b, PyObject *body)
+/* The body's SHA-1 as upper-case hex, through hashlib (consume.py says why SHA-1) */
+static int put_sha1(Buf *b, PyObject *body)
 {
-    PyObject *h = PyObject_CallOneArg(md5_fn, body);
+    PyObject *h = PyObject_CallOneArg(sha1_fn, body);
     if (h == NULL)
         return -1;
     PyObject *digest = PyObject_CallMethodNoArgs(h, s_digest);
     Py_DECREF(h);
     if (digest == NULL)
         return -1;
-    if (!PyBytes_Check(digest) || PyBytes_GET_SIZE(digest) != 16) {
+    if (!PyBytes_Check(digest) || PyBytes_GET_SIZE(digest) != 20) {
         Py_DECREF(digest);
-        PyErr_SetString(PyExc_ValueError, "md5 digest is not 16 bytes");
+        PyErr_SetString(PyExc_ValueError, "sha1 digest is not 20 bytes");
         return -1;
     }
     static const char hex[] = "0123456789ABCDEF";
-    char out[2 + 2 + 2 + 32]; /* Digest: type field (2 bytes), checksum tag and length, 32 digits */
+    char out[2 + 2 + 40]; /* Digest: type field (2 bytes), checksum tag and length, 40 digits */
     const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(digest);
     out[0] = (char)(1 << 3);
-    out[1] = DIGEST_MD5;
+    out[1] = DIGEST_SHA1;
     out[2] = (char)((2 << 3) | 2);
-    out[3] = 32;
-    for (int i = 0; i < 16; i++) {
+    out[3] = 40;
+    for (int i = 0; i < 20; i++) {
         out[4 + 2 * i] = hex[d[i] >> 4];
         out[5 + 2 * i] = hex[d[i] & 15];
     }
     Py_DECREF(digest);
-    return put_bytes(b, 4, out, 36);
+    return put_bytes(b, 4, out, 44);
 }
 
 static int is_hidden(PyObject *key)
@@ -234,7 +234,7 @@ static int encode_properties(Buf *sp, Buf *up, PyObject *stored, PyObject *props
     }
     if (PyUnicode_GET_LENGTH(message_id) > 0 && put_str(sp, 3, message_id) < 0)
         goto fail;
-    if (put_md5(sp, PyTuple_GET_ITEM(stored, S_BODY)) < 0)
+    if (put_sha1(sp, PyTuple_GET_ITEM(stored, S_BODY)) < 0)
         goto fail;
     v = get(props, k_encoding);
     if (v == NULL && PyErr_Occurred())
@@ -369,7 +369,7 @@ fail:
 /* encode_received(stored, topic, store_host, receipt_handle, attempt, invisible_ms) -> bytes */
 static PyObject *encode_received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (md5_fn == NULL) {
+    if (sha1_fn == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "_v2_codec.configure() was not called");
         return NULL;
     }
@@ -1579,18 +1579,18 @@ static PyObject *configure_send(PyObject *self, PyObject *args)
     return PyBool_FromLong(send_slots);
 }
 
-/* configure(md5, hidden_keys, names): names maps the Python builder's property constants to text */
+/* configure(sha1, hidden_keys, names): names maps the Python builder's property constants to text */
 static PyObject *configure(PyObject *self, PyObject *args)
 {
-    PyObject *md5, *hidden, *names;
-    if (!PyArg_ParseTuple(args, "OO!O!", &md5, &PyFrozenSet_Type, &hidden, &PyDict_Type, &names))
+    PyObject *sha1, *hidden, *names;
+    if (!PyArg_ParseTuple(args, "OO!O!", &sha1, &PyFrozenSet_Type, &hidden, &PyDict_Type, &names))
         return NULL;
     PyObject *done = configure_names(names);
     if (done == NULL)
         return NULL;
     Py_DECREF(done);
-    Py_INCREF(md5);
-    Py_XSETREF(md5_fn, md5);
+    Py_INCREF(sha1);
+    Py_XSETREF(sha1_fn, sha1);
     Py_INCREF(hidden);
     Py_XSETREF(hidden_keys, hidden);
     Py_RETURN_NONE;
@@ -1649,7 +1649,7 @@ static PyObject *untrack(PyObject *self, PyObject *container)
 
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
-     "configure(md5, hidden_keys, names): hashlib.md5, the property names kept from the user, and the "
+     "configure(sha1, hidden_keys, names): hashlib.sha1, the property names kept from the user, and the "
      "store property names of the system properties (see consume.py)."},
     {"encode_received", (PyCFunction)(void (*)(void))encode_received, METH_FASTCALL,
      "encode_received(stored, topic, store_host, receipt_handle, attempt, invisible_ms) -> bytes of a "

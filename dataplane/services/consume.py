@@ -73,7 +73,12 @@ def _duration_ms(d: duration_pb2.Duration) -> int:
     return d.seconds * 1000 + d.nanos // 1_000_000
 
 
-_DIGEST_MD5 = int(pb.DigestType.MD5)
+# The body digest of a delivered message: SHA-1, upper-case hex. The official clients (Java, Python,
+# Node.js, C#) check MD5 and SHA-1 alike, upper-case hex (Go compares lower-case hex for both), and
+# CRC32's text differs between them (docs/broker.md). SHA-1 rather than the proxy's MD5: on a
+# CPU with SHA extensions OpenSSL hashes a 1 KiB body in about half the time (0.74 against 1.5 us
+# here), and every delivery hashes its body.
+_DIGEST_SHA1 = int(pb.DigestType.SHA1)
 _ENC_GZIP = pb.Encoding.GZIP
 _ENC_IDENTITY = pb.Encoding.IDENTITY
 _MT_NORMAL = pb.MessageType.NORMAL
@@ -125,8 +130,8 @@ def fill_v2_message(
     message_id = get(p.P_UNIQ) or stored.msg_id
     sp.message_id = message_id
     digest = sp.body_digest
-    digest.type = _DIGEST_MD5  # type: ignore[assignment]
-    digest.checksum = hashlib.md5(body).hexdigest().upper()
+    digest.type = _DIGEST_SHA1  # type: ignore[assignment]
+    digest.checksum = hashlib.sha1(body).hexdigest().upper()
     sp.body_encoding = _ENC_GZIP if get(p.P_ENCODING) == "GZIP" else _ENC_IDENTITY
     mtype = get(p.P_TYPE)
     sp.message_type = _MT_NORMAL if mtype is None else (_MT_BY_TEXT.get(mtype) or int(mtype))  # type: ignore[assignment]
@@ -194,7 +199,7 @@ except ImportError:  # pragma: no cover - no compiler where the broker was built
     _v2_codec = None
 
 if _v2_codec is not None:
-    _v2_codec.configure(hashlib.md5, frozenset(_HIDDEN_KEYS), p.STORE_PROPERTY_NAMES)
+    _v2_codec.configure(hashlib.sha1, frozenset(_HIDDEN_KEYS), p.STORE_PROPERTY_NAMES)
     encode_received = _v2_codec.encode_received
     ENCODER = "compiled"
 else:  # pragma: no cover

@@ -120,7 +120,7 @@ def _reference_message(stored: StoredMessage, topic: pb.Resource, handle: str, a
     mtype = get(p.P_TYPE)
     sp = pb.SystemProperties(
         message_id=get(p.P_UNIQ) or stored.msg_id,
-        body_digest=pb.Digest(type=pb.MD5, checksum=hashlib.md5(stored.body).hexdigest().upper()),
+        body_digest=pb.Digest(type=pb.SHA1, checksum=hashlib.sha1(stored.body).hexdigest().upper()),
         body_encoding=pb.GZIP if get(p.P_ENCODING) == "GZIP" else pb.IDENTITY,
         message_type=int(mtype) if mtype is not None else pb.NORMAL,  # type: ignore[arg-type]
         born_host=get(p.P_BORN_HOST) or stored.born_host[0],

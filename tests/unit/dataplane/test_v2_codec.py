@@ -60,9 +60,9 @@ def test_the_broker_receives_with_the_compiled_encoder() -> None:
 )
 def test_every_kind_of_message_encodes_as_the_python_builder_does(properties: dict[str, str]) -> None:
     received = _assert_same(stored_message(properties), "broker:8081", "handle.sig", 3, 30_500)
-    assert received.message.system_properties.body_digest.checksum == (
-        hashlib.md5(received.message.body).hexdigest().upper()
-    )
+    digest = received.message.system_properties.body_digest
+    assert digest.type == pb.DigestType.SHA1
+    assert digest.checksum == hashlib.sha1(received.message.body).hexdigest().upper()
 
 
 @pytest.mark.parametrize(
