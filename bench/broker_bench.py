@@ -108,7 +108,8 @@ keeps our broker (its ``cpu_affinity`` setting) and the bare server to those CPU
 runs only the CPU-per-call phases, ``--consume-only`` only the consume loops (ROUNDS rounds of
 40,000 messages alternating between the bare server and ours, medians), ``--e2e-only`` only the
 e2e_p99_ms run (ROUNDS rounds alternating between the relay and ours, on a broker holding 100,000
-messages): quick A/B runs of one path.
+messages), ``--single-only`` only the single-message produce rates (ROUNDS rounds of 10,000
+alternating between the bare server and ours, medians): quick A/B runs of one path.
 """
 
 from __future__ import annotations
@@ -709,6 +710,40 @@ async def consume_rounds(servers: list[tuple[str, str, int]], count: int, nats_c
     return medians(rounds) | results
 
 
+# (our figure, the bare server's, messages per request, requests in flight) of the produce rates
+BATCHED = ("produce_batched_msgs_per_s", "grpc_ceiling_msgs_per_s", 64, 8)
+SINGLE = ("produce_single_msgs_per_s", "grpc_ceiling_single_msgs_per_s", 1, 16)
+
+
+async def produce_rounds(
+    kind: tuple[str, str, int, int], bare_target: str, target: str, count: int
+) -> dict[str, Any]:
+    """One of the produce rates (:data:`BATCHED`, :data:`SINGLE`) of ``count`` messages, ROUNDS rounds
+    in alternation (bare, ours; ours, bare; ...): each side's median and every round's rate."""
+    ours, bare_key, per_request, in_flight = kind
+    rates: dict[str, list[float]] = {bare_key: [], ours: []}
+    pair = [(bare_key, bare_target), (ours, target)]
+    for round_ in range(ROUNDS):
+        for key, where in pair if round_ % 2 == 0 else pair[::-1]:
+            rates[key].append(await produce(where, count, per_request, in_flight))
+    results: dict[str, Any] = {}
+    for key, values in rates.items():
+        results[key] = statistics.median(values)
+        results[f"{key}_rounds"] = [round(r) for r in values]
+    return results
+
+
+async def run_single_only(count: int = 10_000) -> dict[str, Any]:
+    """Only the single-message produce rates, the bare server's and ours, ROUNDS rounds of ``count``
+    in alternation (``--single-only``: quick A/B of the send path)."""
+    port = free_port()
+    bare_argv = [sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(port)]
+    with process(bare_argv, port), our_broker("async") as (target, _):
+        results = await produce_rounds(SINGLE, f"127.0.0.1:{port}", target, count)
+    results["single_vs_bare_single"] = results[SINGLE[0]] / results[SINGLE[1]]
+    return results
+
+
 async def run_calls_only() -> dict[str, Any]:
     """Only the CPU-per-call phases, bare server and ours (``--calls-only``: quick A/B of the call path)."""
     port = free_port()
@@ -829,18 +864,8 @@ async def run(quick: bool, e2e_consumers: int = E2E_CONSUMERS) -> dict[str, Any]
         results |= await cpu_per_call_figures(target, pid, "")
         # The rates compared with the bare server are measured in alternating rounds (bare, ours;
         # ours, bare; ...): a slower stretch of the machine falls on both sides, not on one.
-        for ours, bare_key, count, per_request, in_flight in (
-            ("produce_batched_msgs_per_s", "grpc_ceiling_msgs_per_s", n_batched, 64, 8),
-            ("produce_single_msgs_per_s", "grpc_ceiling_single_msgs_per_s", n_single, 1, 16),
-        ):
-            rates: dict[str, list[float]] = {bare_key: [], ours: []}
-            pair = [(bare_key, bare_target), (ours, target)]
-            for round_ in range(ROUNDS):
-                for key, where in pair if round_ % 2 == 0 else pair[::-1]:
-                    rates[key].append(await produce(where, count, per_request, in_flight))
-            for key, values in rates.items():
-                results[key] = statistics.median(values)
-                results[f"{key}_rounds"] = [round(r) for r in values]
+        results |= await produce_rounds(BATCHED, bare_target, target, n_batched)
+        results |= await produce_rounds(SINGLE, bare_target, target, n_single)
         # (a third of the messages per round that one run took before the rounds, so --quick keeps
         # within its 120 s; at least 10,000 consumed and 5,000 through NATS, for a steady rate)
         results |= await consume_rounds(
@@ -947,6 +972,9 @@ def main() -> None:
     parser.add_argument("--consume-only", action="store_true", help="only the consume loops (bare, ours)")
     parser.add_argument("--e2e-only", action="store_true", help="only the e2e_p99_ms runs (relay, ours)")
     parser.add_argument(
+        "--single-only", action="store_true", help="only the single-message produce rates (bare, ours)"
+    )
+    parser.add_argument(
         "--loop", choices=("uvloop", "asyncio"), default="uvloop", help="the servers' event loop"
     )
     parser.add_argument(
@@ -980,14 +1008,16 @@ def main() -> None:
         results = asyncio.run(run_consume_only())
     elif args.e2e_only:
         results = asyncio.run(run_e2e_only(args.e2e_consumers))
+    elif args.single_only:
+        results = asyncio.run(run_single_only())
     else:
         results = asyncio.run(run(args.quick, args.e2e_consumers))
     results["event_loop"] = args.loop
     if args.server_cpus:
         results["server_cpus"] = args.server_cpus
-    if not args.calls_only:
+    if not (args.calls_only or args.single_only):
         results["consume_client"] = args.consume_client
-    if not (args.calls_only or args.consume_only):
+    if not (args.calls_only or args.consume_only or args.single_only):
         results["e2e_consumers"] = args.e2e_consumers
     text = json.dumps(results, indent=2, default=float)
     sys.stdout.write(text + "\n")

@@ -1,0 +1,39 @@
+"""broker_bench's ``--single-only`` mode and ``produce_rounds``: the single-message produce rates of
+the bare server and a real broker process, in alternating rounds."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from bench import broker_bench
+
+
+async def test_produce_rounds_alternate_the_two_servers(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, int, int, int]] = []
+
+    async def produce(target: str, count: int, per_request: int, in_flight: int) -> float:
+        calls.append((target, count, per_request, in_flight))
+        return float(len(calls))
+
+    monkeypatch.setattr(broker_bench, "produce", produce)
+    monkeypatch.setattr(broker_bench, "ROUNDS", 3)
+    results = await broker_bench.produce_rounds(broker_bench.SINGLE, "bare", "ours", 50)
+    # bare, ours; ours, bare; bare, ours: a slower stretch of the machine falls on both sides
+    assert [c[0] for c in calls] == ["bare", "ours", "ours", "bare", "bare", "ours"]
+    assert {c[1:] for c in calls} == {(50, 1, 16)}  # one message per request, 16 in flight
+    assert results["grpc_ceiling_single_msgs_per_s_rounds"] == [1, 4, 5]
+    assert results["produce_single_msgs_per_s_rounds"] == [2, 3, 6]
+    assert results["grpc_ceiling_single_msgs_per_s"] == 4 and results["produce_single_msgs_per_s"] == 3
+
+
+async def test_single_only_measures_every_round_of_both_servers() -> None:
+    results = await broker_bench.run_single_only(count=300)
+    for figure in ("produce_single_msgs_per_s", "grpc_ceiling_single_msgs_per_s"):
+        rounds = results[f"{figure}_rounds"]
+        assert len(rounds) == broker_bench.ROUNDS and min(rounds) > 0
+        assert results[figure] == pytest.approx(statistics.median(rounds), abs=1)
+    assert results["single_vs_bare_single"] == pytest.approx(
+        results["produce_single_msgs_per_s"] / results["grpc_ceiling_single_msgs_per_s"]
+    )
