@@ -6,7 +6,7 @@ different CPUs of a VM, each hand-over wakes a sleeping CPU (an inter-processor 
 return from the hypervisor's halt), and that costs more than the work handed over. With the broker's
 threads on one CPU the hand-overs are plain context switches: on the 2-vCPU VMs of our benchmarks
 the bare grpc.aio server then consumed about 1.5x as fast and the broker about 1.2x, and the
-end-to-end p99s fell (docs/benchmarks.md, "The POP state out of the collector's walks; the server's
+end-to-end p99s fell (docs/benchmarks.md, "The POP state out of the collector's walks; the servers'
 threads on one CPU"). The cost: the broker gets one CPU's worth of time, so a broker whose load needs
 more (single-message sends, whose per-call work is larger) gains nothing there.
 

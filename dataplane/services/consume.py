@@ -75,9 +75,9 @@ def _duration_ms(d: duration_pb2.Duration) -> int:
 
 # The body digest of a delivered message: SHA-1, upper-case hex. The official clients (Java, Python,
 # Node.js, C#) check MD5 and SHA-1 alike, upper-case hex (Go compares lower-case hex for both), and
-# CRC32's text differs between them (docs/broker.md). SHA-1 rather than the proxy's MD5: on a
-# CPU with SHA extensions OpenSSL hashes a 1 KiB body in about half the time (0.74 against 1.5 us
-# here), and every delivery hashes its body.
+# CRC32's text differs between them (docs/broker.md). SHA-1 rather than the proxy's MD5: every
+# delivery hashes its body, and on a CPU with SHA extensions OpenSSL's SHA-1 costs less per byte
+# (broker_work's receive figure fell from 7.9-8.3 to 7.0-7.3 us per 1 KiB message: docs/benchmarks.md).
 _DIGEST_SHA1 = int(pb.DigestType.SHA1)
 _ENC_GZIP = pb.Encoding.GZIP
 _ENC_IDENTITY = pb.Encoding.IDENTITY

@@ -180,7 +180,6 @@ class TimerMessageStore:
         # asked for again
         self._puts = 0
         self._puts_checkpointed = 0
-        self.store_checkpoints = 0  # store checkpoints this service asked for (tests)
         self.recalled = 0
         self.accepted_direct = 0  # linked from accepted() hints, not read back from the CommitLog
         # first queue offset -> records (magic, cl offset, deliver ms, queue offset) from the send path
@@ -321,7 +320,6 @@ class TimerMessageStore:
             # ones: the store checkpoints itself as well, and under sends with no timers due this
             # call fsynced every ConsumeQueue and the CommitLog a second time each second.
             store_checkpoint()
-            self.store_checkpoints += 1
         self._puts_checkpointed = puts
         cp.save(self.dir / "checkpoint")
         self._last_checkpoint = time.monotonic()

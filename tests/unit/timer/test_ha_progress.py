@@ -14,6 +14,7 @@ from dataplane.store import MessageStore, MessageStoreConfig, MessageToStore
 from dataplane.timer import TimerMessageStore, to_timer_message
 from dataplane.timer.checkpoint import TimerCheckpoint
 from dataplane.timer.service import PROGRESS_TOPIC
+from tests.unit.timer.conftest import CheckpointRecordingStore
 
 TOPIC = "ns%delayed"
 
@@ -141,35 +142,20 @@ def test_an_idle_master_still_records_progress(store: MessageStore, tmp_path: Pa
         timers.shutdown()
 
 
-class _CheckpointCounting:
-    """The store, counting the checkpoints the timers ask of it."""
-
-    def __init__(self, store: MessageStore) -> None:
-        self._store = store
-        self.checkpoints = 0
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._store, name)
-
-    def checkpoint(self) -> None:
-        self._store.checkpoint()
-        self.checkpoints += 1
-
-
 def test_a_follower_checkpoints_the_store_before_recording_adopted_progress(
     store: MessageStore, tmp_path: Path
 ) -> None:
     """The master's re-puts reach a follower's CommitLog before its progress records: a follower
     records a second it adopted as delivered only after a store checkpoint made them durable."""
-    counting = _CheckpointCounting(store)
-    timers = TimerMessageStore(counting, tmp_path / "timer", max_delay_ms=60_000, checkpoint_interval_ms=100)
+    recording = CheckpointRecordingStore(store)
+    timers = TimerMessageStore(recording, tmp_path / "timer", max_delay_ms=60_000, checkpoint_interval_ms=100)
     timers.can_deliver = lambda: False
     timers.start()
     try:
         _wait_for(lambda: timers._last_checkpoint > 0)
         started = timers._last_checkpoint
         _wait_for(lambda: timers._last_checkpoint > started + 0.25)  # a few checkpoints, nothing adopted
-        assert counting.checkpoints == 0
+        assert recording.flushed_at_checkpoints == []
         second = int(time.time()) + 30
         record = {"s": second, "d": True, "o": []}
         assert store.put_messages([MessageToStore(PROGRESS_TOPIC, 0, json.dumps(record).encode())]).ok
@@ -180,6 +166,6 @@ def test_a_follower_checkpoints_the_store_before_recording_adopted_progress(
             return cp is not None and cp.delivered_second == second + 1
 
         _wait_for(recorded)
-        assert counting.checkpoints >= 1
+        assert recording.flushed_at_checkpoints
     finally:
         timers.shutdown()
