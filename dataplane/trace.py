@@ -1,12 +1,14 @@
 """Message trace: the life of each message (stored, deliveries, acks, retries, DLQ, redrive).
 
 Events are buffered in memory and written in batches to the system topic ``rmq_sys_TRACE_DATA``
-(RocketMQ keeps its traces in a topic too). One record holds up to 64 events as a JSON list
-``[[message_id, topic, event, time_ms, group, attempt, client_id, detail], ...]``; its KEYS are the
-distinct message ids, so the store's IndexFile finds every record about a message. Retention is the
-CommitLog's: trace records go when their segment goes. The buffer is bounded; past
-``MAX_PENDING`` events the oldest are dropped and counted (tracing never slows the data path or
-grows memory without bound). See docs/trace.md.
+(RocketMQ keeps its traces in a topic too). A record is a JSON list of single events
+``[message_id, topic, event, time_ms, group, attempt, client_id, detail]`` and of batches, the events
+of one receive's deliveries or one ack's entries, which share all but the id and the attempt:
+``{"ids": [...], "attempts": [...], "topic", "event", "time_ms", "group", "client_id"}``. A record
+holds the events of up to 256 message ids; its KEYS are the distinct ids, so the store's IndexFile
+finds every record about a message. Retention is the CommitLog's: trace records go when their
+segment goes. The buffer is bounded; past ``MAX_PENDING`` events the oldest are dropped and counted
+(tracing never slows the data path or grows memory without bound). See docs/trace.md.
 
 The "stored" event of a sent message is not written: the message itself, in the CommitLog and
 indexed by its id, says when and where it was stored, so :meth:`MessageTracer.events` reads it from
@@ -22,7 +24,6 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable
-from operator import itemgetter
 from typing import Any, NamedTuple
 
 import orjson
@@ -47,13 +48,15 @@ EVENTS = (
     "redriven",
 )
 MAX_PENDING = 200_000
-_BATCH = 64  # events per record: keys stay far below the 64 KiB properties limit
-# Flushes are frequent and written a few records per loop pass: a flush holds the broker's event loop
-# while it sorts, encodes and stores, and every 0.2 s at 5,000 messages/s (2,000 events, 3.3 ms)
-# that stall was a good part of the broker's end-to-end p99 (docs/benchmarks.md, "Pauses on the
-# event loop").
+# Message ids per record: KEYS (up to 256 ids of ~32 characters) stay far below the 64 KiB
+# properties limit, and a flush of 50 ms at 5,000 messages/s (about 500 events) is two records, so a
+# message's delivery and its ack, a few ms apart, are mostly indexed once.
+_IDS_PER_RECORD = 256
+# Flushes are frequent and written a record per loop pass: a flush holds the broker's event loop
+# while it encodes and stores, and every 0.2 s at 5,000 messages/s (2,000 events, 3.3 ms) that stall
+# was a good part of the broker's end-to-end p99 (docs/benchmarks.md, "Pauses on the event loop").
 _FLUSH_S = 0.05
-_RECORDS_PER_PASS = 4
+_RECORDS_PER_PASS = 1
 _MAX_RECORDS_READ = 64
 _MAX_COPIES_READ = 16  # stored copies of one message id (timer/half first, redelivered, redriven)
 # System topics whose messages stand for a message of REAL_TOPIC (timer wheel, transaction halves).
@@ -74,11 +77,64 @@ class TraceEvent(NamedTuple):
     detail: str = ""
 
 
-_MESSAGE_ID = itemgetter(0)  # of a TraceEvent or a pending event
 # A pending event: the fields of a TraceEvent in a plain tuple. The garbage collector stops tracking
 # a tuple of strings and ints (not a NamedTuple's), so the events of the last fifth of a second do
 # not reach the oldest generation and make its full collections come sooner.
 _Pending = tuple[str, str, str, int, str, int, str, str]
+# A pending batch (``record_many``): (message ids, attempts, topic, event, time_ms, group, client_id),
+# the ids and the attempts tuples of one length; untracked by the collector as a pending event is.
+# One tuple per receive or ack instead of one per message: recording, taking and encoding the
+# events of a consumed message cost a third of what they did per event (docs/benchmarks.md,
+# "Trace events by the batch").
+_PendingBatch = tuple[tuple[str, ...], tuple[int, ...], str, str, int, str, str]
+
+
+def _size(item: _Pending | _PendingBatch) -> int:
+    """Events in a pending item."""
+    first = item[0]
+    return len(first) if type(first) is tuple else 1
+
+
+def _expand(item: Any) -> list[TraceEvent]:
+    """The events of a pending item or of a record's entry (a list: one event; a dict: a batch)."""
+    if type(item) is dict:
+        topic, event, time_ms = item["topic"], item["event"], item["time_ms"]
+        group, client_id = item["group"], item["client_id"]
+        return [
+            TraceEvent(mid, topic, event, time_ms, group, attempt, client_id)
+            for mid, attempt in zip(item["ids"], item["attempts"], strict=True)
+        ]
+    if type(item[0]) is tuple:
+        ids, attempts, topic, event, time_ms, group, client_id = item
+        return [
+            TraceEvent(mid, topic, event, time_ms, group, attempt, client_id)
+            for mid, attempt in zip(ids, attempts, strict=True)
+        ]
+    return [TraceEvent(*item)]
+
+
+def _holds(item: Any, message_id: str) -> bool:
+    """Whether a pending item or a record's entry has an event of ``message_id``."""
+    if type(item) is dict:
+        return message_id in item["ids"]
+    first = item[0]
+    return message_id in first if type(first) is tuple else first == message_id
+
+
+def _as_json(item: _Pending | _PendingBatch) -> Any:
+    """A pending item as a record's entry."""
+    if type(item[0]) is not tuple:
+        return item
+    ids, attempts, topic, event, time_ms, group, client_id = item
+    return {
+        "ids": ids,
+        "attempts": attempts,
+        "topic": topic,
+        "event": event,
+        "time_ms": time_ms,
+        "group": group,
+        "client_id": client_id,
+    }
 
 
 def _loads(body: bytes) -> Any:
@@ -97,16 +153,37 @@ def _now_ms() -> int:
 class MessageTracer:
     """Collects trace events from the RPC handlers and writes them to the trace topic.
 
-    ``record`` may be called from any thread (a deque append); ``run`` flushes on the broker loop.
+    Called on the broker's loop (the handlers record, ``run`` flushes there).
     """
 
     def __init__(self, store: Any, *, enabled: bool = True, max_pending: int = MAX_PENDING) -> None:
         self.store = store
         self.enabled = enabled and hasattr(store, "query_messages_by_key")
-        self._pending: collections.deque[_Pending] = collections.deque(maxlen=max_pending)
+        self._pending: collections.deque[_Pending | _PendingBatch] = collections.deque()
+        self._queued = 0  # events in _pending
         self._max_pending = max_pending
         self.dropped = 0
         self._task: asyncio.Task[None] | None = None
+
+    def pending_events(self) -> list[TraceEvent]:
+        """The events not written yet, oldest first."""
+        return [event for item in self._pending for event in _expand(item)]
+
+    def _trim(self) -> None:
+        """Drop the oldest events past ``max_pending`` (part of a batch when it straddles the bound)."""
+        over = self._queued - self._max_pending
+        pending = self._pending
+        while over > 0 and pending:
+            oldest = pending[0]
+            n = _size(oldest)
+            if n > over:  # the newer part of a batch stays
+                pending[0] = (oldest[0][over:], oldest[1][over:], *oldest[2:])  # type: ignore[assignment]
+                n = over
+            else:
+                pending.popleft()
+            self._queued -= n
+            self.dropped += n
+            over -= n
 
     def record(
         self,
@@ -121,9 +198,10 @@ class MessageTracer:
     ) -> None:
         if not self.enabled or not message_id:
             return
-        if len(self._pending) >= self._max_pending:
-            self.dropped += 1
         self._pending.append((message_id, topic, event, _now_ms(), group, attempt, client_id, detail))
+        self._queued += 1
+        if self._queued > self._max_pending:
+            self._trim()
 
     def record_many(
         self,
@@ -135,44 +213,70 @@ class MessageTracer:
         client_id: str = "",
     ) -> None:
         """One ``event`` per (message id, attempt) of ``items``, all at one time: a receive's
-        deliveries or an ack's entries. The same events as :meth:`record` for each, at a fraction
-        of the cost per event (one clock read and one deque extend for the lot)."""
+        deliveries or an ack's entries. The same events as :meth:`record` for each, kept as one
+        batch (one clock read, one tuple of ids and one of attempts for the lot)."""
         if not self.enabled:
             return
-        now = _now_ms()
-        events = [(mid, topic, event, now, group, attempt, client_id, "") for mid, attempt in items if mid]
-        pending = self._pending
-        over = len(pending) + len(events) - self._max_pending
-        if over > 0:
-            self.dropped += min(over, len(events))
-        pending.extend(events)
+        kept = [item for item in items if item[0]]
+        if not kept:
+            return
+        ids, attempts = zip(*kept, strict=True)
+        self._pending.append((ids, attempts, topic, event, _now_ms(), group, client_id))
+        self._queued += len(ids)
+        if self._queued > self._max_pending:
+            self._trim()
 
-    def _take(self) -> list[list[_Pending]]:
+    def _take(self) -> list[list[_Pending | _PendingBatch]]:
+        """Everything pending, as records of at most ``_IDS_PER_RECORD`` events (a larger batch is
+        split), in the order recorded: a message's delivery and its ack, a few ms apart, mostly
+        share a record and its index key."""
         pending = self._pending
-        events = [pending.popleft() for _ in range(len(pending))]
-        # A message's events of one flush go to the same record (the sort is stable: each keeps its
-        # order), so the record is indexed once for it rather than once per record holding one of
-        # them: with concurrent consumers a delivery and its ack used to land in different records.
-        events.sort(key=_MESSAGE_ID)
-        return [events[i : i + _BATCH] for i in range(0, len(events), _BATCH)]
+        items = [pending.popleft() for _ in range(len(pending))]
+        self._queued = 0
+        records: list[list[_Pending | _PendingBatch]] = []
+        record: list[_Pending | _PendingBatch] = []
+        size = 0
+        for item in items:
+            n = _size(item)
+            while n > _IDS_PER_RECORD:  # a batch larger than a record: its head fills records alone
+                if record:
+                    records.append(record)
+                    record, size = [], 0
+                records.append([(item[0][:_IDS_PER_RECORD], item[1][:_IDS_PER_RECORD], *item[2:])])  # type: ignore[list-item]
+                item = (item[0][_IDS_PER_RECORD:], item[1][_IDS_PER_RECORD:], *item[2:])  # type: ignore[assignment]
+                n -= _IDS_PER_RECORD
+            if size + n > _IDS_PER_RECORD:
+                records.append(record)
+                record, size = [], 0
+            record.append(item)
+            size += n
+        if record:
+            records.append(record)
+        return records
 
     @staticmethod
-    def _to_store(batch: list[_Pending]) -> Any:
+    def _to_store(record: list[_Pending | _PendingBatch]) -> Any:
         from dataplane.store.message import MessageToStore
 
+        ids: dict[str, None] = {}
+        for item in record:
+            first = item[0]
+            if type(first) is tuple:
+                ids.update(dict.fromkeys(first))
+            else:
+                ids[first] = None  # type: ignore[index]
         # KEYS is space-separated, so an id with a space in it cannot be a key: joined in C, and
-        # filtered in Python only when the join shows such an id (the batch is sorted by id)
-        ids = dict.fromkeys(map(_MESSAGE_ID, batch))
+        # filtered in Python only when the join shows such an id
         keys = " ".join(ids)
         if keys.count(" ") != len(ids) - 1:
             keys = " ".join(i for i in ids if " " not in i)
-        # orjson writes what json.dumps(separators=(",", ":")) wrote (an event as a list; non-ASCII
-        # as UTF-8 rather than \u escapes), several times faster: a record of 64 events is written
-        # per 32 messages consumed
+        entries = [_as_json(item) for item in record]
+        # orjson writes what json.dumps(separators=(",", ":")) writes (non-ASCII as UTF-8 rather than
+        # \u escapes), several times faster
         try:
-            body = orjson.dumps(batch)
+            body = orjson.dumps(entries)
         except TypeError:  # text orjson refuses (a lone surrogate) or an int past 64 bits: escaped
-            body = json.dumps(batch, separators=(",", ":")).encode()
+            body = json.dumps(entries, separators=(",", ":")).encode()
         return MessageToStore(TRACE_TOPIC, 0, body, {"KEYS": keys} if keys else {})
 
     async def flush_async(self) -> None:
@@ -238,11 +342,16 @@ class MessageTracer:
             for record in self.store.query_messages_by_key(TRACE_TOPIC, message_id, _MAX_RECORDS_READ):
                 with contextlib.suppress(ValueError, TypeError):  # orjson's errors are ValueErrors
                     for item in _loads(record.body):
-                        event = TraceEvent(*item)
-                        if event.message_id == message_id:
-                            found.append(event)
+                        if _holds(item, message_id):
+                            found += [e for e in _expand(item) if e.message_id == message_id]
         found += self._stored_events(message_id)
-        found += [TraceEvent(*e) for e in list(self._pending) if e[0] == message_id]
+        found += [
+            e
+            for item in self._pending
+            if _holds(item, message_id)
+            for e in _expand(item)
+            if e.message_id == message_id
+        ]
         if topic is not None:
             found = [e for e in found if e.topic == topic]
         found.sort(key=lambda e: e.time_ms)

@@ -85,7 +85,7 @@ class _Store:
 
 def test_tracer_buffers_batches_and_bounds(tmp_path: Path) -> None:
     store = _Store()
-    tracer = MessageTracer(store, max_pending=100)
+    tracer = MessageTracer(store, max_pending=1000)
     tracer.record("m1", "ns%t", "stored")
     tracer.record("m1", "ns%t", "delivered", group="ns%g", attempt=1, client_id="c")
     tracer.record("m2", "ns%other", "stored")
@@ -95,32 +95,70 @@ def test_tracer_buffers_batches_and_bounds(tmp_path: Path) -> None:
     assert len(store.records) == 1 and store.records[0].properties["KEYS"] == "m1 m2"
     assert [e.event for e in tracer.events("m1", "ns%t")] == ["stored", "delivered"]
     assert tracer.events("m2", "ns%t") == []  # another topic's message
-    for i in range(150):
+    for i in range(1150):
         tracer.record(f"x{i}", "ns%t", "stored")
-    assert tracer.dropped == 50
+    assert tracer.dropped == 150 and len(tracer.pending_events()) == 1000
+    assert tracer.pending_events()[0].message_id == "x150"  # the oldest went
     tracer.flush()
-    assert sum(1 for r in store.records) == 1 + 2  # 100 events: two records of at most 64
+    assert not tracer.pending_events()
+    # 1,000 events of as many ids: records of at most 256 ids, each a key once
+    written = store.records[1:]
+    assert [len(r.properties["KEYS"].split()) for r in written] == [256, 256, 256, 232]
+    assert [e.message_id for e in tracer.events("x999", "ns%t")] == ["x999"]
 
 
 def test_record_many_writes_what_record_writes_per_event() -> None:
-    """A receive's deliveries (or an ack's entries) in one call: the same events and record bytes."""
+    """A receive's deliveries (or an ack's entries) in one call: the same events, kept and written as
+    one batch that a trace query reads back event by event."""
     one, many = _Store(), _Store()
     by_one, by_many = MessageTracer(one), MessageTracer(many)
     items = [(f"m{i:02d}", i % 3 + 1) for i in range(40)] + [("", 1)]  # no id: not traced
     for mid, attempt in items:
         by_one.record(mid, "ns%t", "delivered", group="ns%g", attempt=attempt, client_id="c1")
     by_many.record_many(items, "ns%t", "delivered", group="ns%g", client_id="c1")
-    pending = [TraceEvent(*e) for e in by_many._pending]
+    assert len(by_many._pending) == 1  # one batch, not one item per message
+    pending = by_many.pending_events()
     assert len(pending) == 40 and {e.time_ms for e in pending} == {pending[0].time_ms}
-    by_one_pending = [TraceEvent(*e) for e in by_one._pending]
+    by_one_pending = by_one.pending_events()
     assert [e._replace(time_ms=0) for e in pending] == [e._replace(time_ms=0) for e in by_one_pending]
     assert pending[0].attempt == 1 and pending[0].detail == ""
-    for tracer in (by_one, by_many):  # the same clock for the record bytes
-        tracer._pending = collections.deque((*e[:3], 1, *e[4:]) for e in tracer._pending)
+    assert [e.attempt for e in by_many.events("m05", "ns%t")] == [3]  # read from the buffer
+    for tracer in (by_one, by_many):
         tracer.flush()
-    assert [(r.body, r.properties) for r in one.records] == [(r.body, r.properties) for r in many.records]
-    assert json.loads(many.records[0].body)[0] == ["m00", "ns%t", "delivered", 1, "ns%g", 1, "c1", ""]
-    assert [e.attempt for e in by_many.events("m05", "ns%t")] == [3]
+    assert [r.properties for r in one.records] == [r.properties for r in many.records]
+    (entry,) = json.loads(many.records[0].body)
+    assert entry == {
+        "ids": [f"m{i:02d}" for i in range(40)],
+        "attempts": [i % 3 + 1 for i in range(40)],
+        "topic": "ns%t",
+        "event": "delivered",
+        "time_ms": pending[0].time_ms,
+        "group": "ns%g",
+        "client_id": "c1",
+    }
+    assert json.loads(one.records[0].body)[0][:3] == ["m00", "ns%t", "delivered"]  # single events
+    for store_ in (one, many):  # read back from the records alike
+        tracer = MessageTracer(store_)
+        assert [(e.event, e.attempt, e.client_id) for e in tracer.events("m05", "ns%t")] == [
+            ("delivered", 3, "c1")
+        ]
+    assert MessageTracer(many).events("m05", "ns%other") == []
+
+
+def test_a_batch_larger_than_a_record_is_split_and_a_message_keeps_its_record() -> None:
+    store = _Store()
+    tracer = MessageTracer(store)
+    tracer.record_many([(f"a{i}", 1) for i in range(300)], "ns%t", "delivered", group="ns%g")
+    tracer.record_many([(f"a{i}", 1) for i in range(250, 300)], "ns%t", "acked", group="ns%g")
+    tracer.flush()
+    keys = [r.properties["KEYS"].split() for r in store.records]
+    # 256 deliveries alone, then the other 44 with the 50 acks: a message of both records is a key
+    # of both, a message whose events share a record is one key of it
+    assert [len(k) for k in keys] == [256, 50]
+    assert keys[1] == [f"a{i}" for i in range(256, 300)] + [f"a{i}" for i in range(250, 256)]
+    for mid in ("a260", "a252"):
+        assert [e.event for e in tracer.events(mid, "ns%t")] == ["delivered", "acked"]
+    assert [e.event for e in tracer.events("a3", "ns%t")] == ["delivered"]
 
 
 def test_record_many_is_bounded_like_record() -> None:
@@ -129,18 +167,22 @@ def test_record_many_is_bounded_like_record() -> None:
     tracer.record_many([(f"a{i}", 1) for i in range(30)], "ns%t", "acked", group="ns%g")
     assert tracer.dropped == 0
     tracer.record_many([(f"b{i}", 1) for i in range(30)], "ns%t", "acked", group="ns%g")
-    assert tracer.dropped == 10 and len(tracer._pending) == 50
-    assert tracer._pending[0][0] == "a10"  # the oldest went (a pending event: a TraceEvent's fields)
+    pending = tracer.pending_events()
+    assert tracer.dropped == 10 and len(pending) == 50
+    assert pending[0].message_id == "a10"  # the oldest went, part of a batch
+    tracer.record("s", "ns%t", "stored")
     tracer.record_many([(f"c{i}", 1) for i in range(80)], "ns%t", "acked", group="ns%g")
-    assert tracer.dropped == 10 + 80 and tracer._pending[-1][0] == "c79"
+    pending = tracer.pending_events()
+    assert tracer.dropped == 10 + 1 + 80 and len(pending) == 50
+    assert pending[0].message_id == "c30" and pending[-1].message_id == "c79"
     off = MessageTracer(store, enabled=False)
     off.record_many([("x", 1)], "ns%t", "acked")
-    assert not off._pending
+    assert not off.pending_events()
 
 
 def test_a_message_s_events_of_one_flush_share_a_record() -> None:
-    # Four consumers interleave: deliveries of one batch, acks of another. Each message's events of
-    # a flush go to one record, so each record is indexed once per message it holds.
+    # Four consumers interleave: deliveries of one batch, acks of another. A flush of up to 256 events
+    # is one record, so it is indexed once per message it holds.
     store = _Store()
     tracer = MessageTracer(store)
     for i in range(32):
@@ -151,7 +193,7 @@ def test_a_message_s_events_of_one_flush_share_a_record() -> None:
         tracer.record(f"b{i:02d}", "ns%t", "delivered", group="ns%g", attempt=2)
     tracer.flush()
     keys = [r.properties["KEYS"].split() for r in store.records]
-    assert len(store.records) == 2 and sum(map(len, keys)) == 64  # 64 messages, each indexed once
+    assert len(store.records) == 1 and sum(map(len, keys)) == 64  # 64 messages, each indexed once
     # and a message's events keep their order
     assert [e.event for e in tracer.events("b05", "ns%t")] == ["acked", "delivered"]
 
@@ -166,7 +208,7 @@ def test_a_record_is_indexed_by_its_ids_without_spaces() -> None:
     tracer.flush()
     [record] = store.records
     assert record.properties["KEYS"].split() == ["m1", "m2"]
-    assert [e[0] for e in json.loads(record.body)] == ["bad id", "m1", "m1", "m2"]
+    assert [e[0] for e in json.loads(record.body)] == ["m1", "bad id", "m2", "m1"]  # as recorded
     tracer.record("only one", "ns%t", "acked", group="ns%g", attempt=1)
     tracer.flush()
     assert "KEYS" not in store.records[-1].properties
@@ -252,8 +294,8 @@ def test_trace_text_orjson_refuses_is_written_escaped() -> None:
 
 
 def test_a_large_flush_lets_the_loop_run_between_its_slices() -> None:
-    """A flush holds the event loop while it sorts, encodes and stores: a large one is stored a few
-    records at a time, the loop running other work between them, and no event is lost."""
+    """A flush holds the event loop while it encodes and stores: a large one is stored a record at a
+    time, the loop running other work between them, and no event is lost."""
     ticks = 0
     puts: list[tuple[int, int]] = []  # (records, ticks when stored)
 
@@ -282,6 +324,6 @@ def test_a_large_flush_lets_the_loop_run_between_its_slices() -> None:
         task.cancel()
 
     asyncio.run(run())
-    assert [n for n, _ in puts] == [4, 4, 4, 4]  # 1,000 events: 16 records of at most 64
+    assert [n for n, _ in puts] == [1, 1, 1, 1]  # 1,000 events: 4 records of at most 256
     assert all(later > earlier for (_, earlier), (_, later) in itertools.pairwise(puts))
-    assert sum(len(json.loads(r.body)) for r in store.records) == 1000
+    assert sum(len(entry["ids"]) for r in store.records for entry in json.loads(r.body)) == 1000
