@@ -340,7 +340,8 @@ class MessageTracer:
         found: list[TraceEvent] = []
         if self.enabled and " " not in message_id:
             for record in self.store.query_messages_by_key(TRACE_TOPIC, message_id, _MAX_RECORDS_READ):
-                with contextlib.suppress(ValueError, TypeError):  # orjson's errors are ValueErrors
+                # a record that is not ours to read (orjson's errors are ValueErrors) is skipped
+                with contextlib.suppress(ValueError, TypeError, KeyError):
                     for item in _loads(record.body):
                         if _holds(item, message_id):
                             found += [e for e in _expand(item) if e.message_id == message_id]

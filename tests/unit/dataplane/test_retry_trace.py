@@ -161,6 +161,17 @@ def test_a_batch_larger_than_a_record_is_split_and_a_message_keeps_its_record() 
     assert [e.event for e in tracer.events("a3", "ns%t")] == ["delivered"]
 
 
+def test_a_record_the_tracer_cannot_read_is_skipped() -> None:
+    store = _Store()
+    tracer = MessageTracer(store)
+    tracer.record_many([("m1", 1)], "ns%t", "delivered", group="ns%g")
+    tracer.flush()
+    good = store.records[0]
+    for body in (b'[{"ids": ["m1"]}]', b'[{"ids": ["m1"], "attempts": []}]', b"not json", b'[["m1"]]'):
+        store.records.insert(0, type(good)(good.topic, 0, body, dict(good.properties)))
+    assert [(e.event, e.attempt) for e in tracer.events("m1", "ns%t")] == [("delivered", 1)]
+
+
 def test_record_many_is_bounded_like_record() -> None:
     store = _Store()
     tracer = MessageTracer(store, max_pending=50)
