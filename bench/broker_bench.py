@@ -72,6 +72,9 @@ Figures (``--json PATH`` writes them):
                                  work per consumed message in that loop, timed in-process with no
                                  gRPC (bench/broker_work.py): the broker's part of
                                  consume_cpu_us_per_msg, steadier than the end-to-end figures
+- broker_receive_compiled_run_us_per_msg / broker_receive_python_run_us_per_msg   the receive with
+                                 the store's compiled read of a run and with the Python loop, in
+                                 alternating rounds of one process (bench/broker_work.py)
 - broker_send_cold_us_per_call / broker_receive_cold_us_per_msg / broker_ack_cold_us_per_msg
                                  the same handlers with the core's caches evicted before each call,
                                  as a server's own work between calls evicts them (bench/broker_work.py)

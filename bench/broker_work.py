@@ -11,6 +11,12 @@ than it moves a rate):
 - ``broker_receive_us_per_msg``  ``receive_message`` (POP from the store, receipt handles, encoding)
 - ``broker_ack_us_per_msg``      ``ack_message`` (receipt handles verified, POP state, the answer)
 - ``broker_trace_us_per_msg``    writing the trace events of those receives and acks to the store
+- ``broker_receive_compiled_run_us_per_msg`` / ``broker_receive_python_run_us_per_msg``  the receive
+                                 with the store's compiled read of a queue's run (``read_run``) and
+                                 with the Python loop it stands in for, in alternating rounds of one
+                                 process (medians): the same code and heap on both sides, so a
+                                 difference of 10% shows where runs of separate processes differ by
+                                 more than that
 - ``broker_pop_compaction_ms``   how long a POP journal compaction holds the event loop with 20,000
                                  messages in flight (the export and the journal's rotation; the
                                  snapshot is serialized, written and fsynced in a thread of its own)
@@ -72,6 +78,7 @@ from dataplane.interceptors import MessagingInterceptor
 from dataplane.metadata import GroupConfig, TopicConfig
 from dataplane.pop import PopState
 from dataplane.services import MessagingServicer, consume
+from dataplane.store import reader
 from dataplane.store.message import MessageToStore
 from dataplane.wire import add_servicer
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
@@ -82,6 +89,7 @@ __all__ = ("CacheEvictor", "HandlerCall", "broker_send_figures", "broker_work_fi
 
 BATCH = 32  # as broker_bench's consume loop
 COLD_SHARE = 8  # the cold figures take 1/8 of --count: each call is preceded by a copy of many MiB
+RUN_ROUNDS = 8  # alternating rounds of the compiled and the Python read of a run, 1/8 of --count each
 
 
 class CacheEvictor:
@@ -208,13 +216,17 @@ async def broker_work_figures(count: int = 32_000, data_dir: Path | None = None)
         broker.metadata.create_topic(TopicConfig(name=TOPIC, queue_count=QUEUES))
         broker.metadata.create_group(GroupConfig(name=GROUP))
         cold_count = max(count // COLD_SHARE, BATCH)
-        _fill(broker, count + cold_count)
+        run_count = max(count // RUN_ROUNDS, BATCH)
+        # what each phase consumes, and the part of a last receive of 32 beyond its count
+        _fill(broker, count + cold_count + 2 * RUN_ROUNDS * (run_count + BATCH) + 2 * BATCH)
         await broker.tracer.flush_async()  # the puts' own events are not the consume path's
         receiving, acking, done = await _cycles(broker, count)
         started = time.thread_time()
         await broker.tracer.flush_async()
         tracing = time.thread_time() - started
         cold_receiving, cold_acking, cold_done = await _cycles(broker, cold_count, CacheEvictor())
+        runs = await _read_run_rounds(broker, run_count)
+        await broker.tracer.flush_async()
         assert broker.pop is not None
         in_flight = sum(len(broker.pop.position(GROUP, TOPIC, q).in_flight) for q in range(QUEUES))
         # before the directory goes (it was measured after, and left a directory behind per run)
@@ -232,9 +244,27 @@ async def broker_work_figures(count: int = 32_000, data_dir: Path | None = None)
         "broker_ack_us_per_msg": acking / done * 1e6,
         "broker_trace_us_per_msg": tracing / done * 1e6,
         "broker_receive_cold_us_per_msg": cold_receiving / cold_done * 1e6,
+        "broker_receive_compiled_run_us_per_msg": runs["compiled"],
+        "broker_receive_python_run_us_per_msg": runs["python"],
         "broker_ack_cold_us_per_msg": cold_acking / cold_done * 1e6,
         "broker_work_in_flight_after": float(in_flight),
     }
+
+
+async def _read_run_rounds(broker: Broker, count: int) -> dict[str, float]:
+    """Receive CPU us per message with the compiled read of a run and with the Python loop alone,
+    RUN_ROUNDS rounds of ``count`` messages each in alternation (medians)."""
+    compiled = reader.compiled_read_run
+    rounds: dict[str, list[float]] = {"compiled": [], "python": []}
+    try:
+        for round_ in range(RUN_ROUNDS):
+            for side in ("compiled", "python") if round_ % 2 == 0 else ("python", "compiled"):
+                reader.compiled_read_run = compiled if side == "compiled" else None
+                receiving, _, done = await _cycles(broker, count)
+                rounds[side].append(receiving / done * 1e6)
+    finally:
+        reader.compiled_read_run = compiled
+    return {side: statistics.median(values) for side, values in rounds.items()}
 
 
 def _stored(broker: Broker) -> int:

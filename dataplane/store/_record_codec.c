@@ -1432,26 +1432,15 @@ malformed:
     return NULL;
 }
 
-/* decode_record(buf, pos, limit, check_crc, stored_type) -> StoredMessage, or None (see above) */
-static PyObject *decode_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* The record at buf[pos:] (not beyond limit, itself at most the buffer's length) as a new ``type``
+ * (a StoredMessage), Py_None when it is not a well-formed message record, NULL on an error. */
+static PyObject *decode_at(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t limit, int check_crc,
+                           PyTypeObject *type)
 {
-    if (nargs != 5 || !PyType_Check(args[4]) || !PyType_IsSubtype((PyTypeObject *)args[4], &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "decode_record(buf, pos, limit, check_crc, stored_type)");
-        return NULL;
-    }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]), limit = PyLong_AsSsize_t(args[2]);
-    int check_crc = PyObject_IsTrue(args[3]);
-    if (PyErr_Occurred() || check_crc < 0)
-        return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
-        return NULL; /* a closed mmap: ValueError, as the Python decoder raises */
     PyObject *result = NULL, *body = NULL, *topic = NULL, *props = NULL, *born = NULL, *store = NULL;
-    if (limit > view.len)
-        limit = view.len;
     if (!S.configured || pos < 0 || pos + HEADER_SIZE > limit)
         goto fallback;
-    const unsigned char *h = (const unsigned char *)view.buf + pos;
+    const unsigned char *h = buf + pos;
     int32_t total = (int32_t)get32(h), body_len = (int32_t)get32(h + 84);
     if (get32(h + 4) != MESSAGE_MAGIC || total < MIN_RECORD || pos + total > limit || body_len < 0 ||
         HEADER_SIZE + (Py_ssize_t)body_len + 2 > total)
@@ -1489,7 +1478,6 @@ static PyObject *decode_record(PyObject *module, PyObject *const *args, Py_ssize
         goto error_or_fallback;
     if ((born = host_tuple(h + 48)) == NULL || (store = host_tuple(h + 64)) == NULL)
         goto done;
-    PyTypeObject *type = (PyTypeObject *)args[4];
     PyObject *fields[16] = {
         topic,
         PyLong_FromLong((int32_t)get32(h + 12)),              /* queue id */
@@ -1532,8 +1520,170 @@ done:
     Py_XDECREF(props);
     Py_XDECREF(born);
     Py_XDECREF(store);
+    return result;
+}
+
+/* decode_record(buf, pos, limit, check_crc, stored_type) -> StoredMessage, or None (see above) */
+static PyObject *decode_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyType_Check(args[4]) || !PyType_IsSubtype((PyTypeObject *)args[4], &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "decode_record(buf, pos, limit, check_crc, stored_type)");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]), limit = PyLong_AsSsize_t(args[2]);
+    int check_crc = PyObject_IsTrue(args[3]);
+    if (PyErr_Occurred() || check_crc < 0)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL; /* a closed mmap: ValueError, as the Python decoder raises */
+    PyObject *result = decode_at(view.buf, pos, limit < view.len ? limit : view.len, check_crc,
+                                 (PyTypeObject *)args[4]);
     PyBuffer_Release(&view);
     return result;
+}
+
+/* The segment of a CommitLog read by read_run: its mapping's buffer while held, and its bounds. */
+typedef struct {
+    PyObject *file; /* borrowed from the files list */
+    Py_buffer view;
+    int held;
+    long long from, wrote;
+} Segment;
+
+static void segment_release(Segment *seg)
+{
+    if (seg->held)
+        PyBuffer_Release(&seg->view);
+    seg->held = 0;
+    seg->file = NULL;
+}
+
+/* Point ``seg`` at ``file`` (a MappedFile): its mm's buffer, file_from_offset and wrote_position;
+ * 0 when it cannot be read here (closed by retention meanwhile: the caller stops, Python says why). */
+static int segment_hold(Segment *seg, PyObject *file)
+{
+    if (seg->file == file)
+        return 1;
+    segment_release(seg);
+    PyObject *mm = PyObject_GetAttrString(file, "mm");
+    PyObject *from = mm ? PyObject_GetAttrString(file, "file_from_offset") : NULL;
+    PyObject *wrote = from ? PyObject_GetAttrString(file, "wrote_position") : NULL;
+    int ok = wrote != NULL;
+    if (ok) {
+        seg->from = PyLong_AsLongLong(from);
+        seg->wrote = PyLong_AsLongLong(wrote);
+        ok = !PyErr_Occurred() && PyObject_GetBuffer(mm, &seg->view, PyBUF_SIMPLE) == 0;
+    }
+    Py_XDECREF(mm);
+    Py_XDECREF(from);
+    Py_XDECREF(wrote);
+    if (!ok) {
+        PyErr_Clear();
+        return 0;
+    }
+    seg->held = 1;
+    seg->file = file;
+    if (seg->wrote > seg->view.len)
+        seg->wrote = seg->view.len;
+    return 1;
+}
+
+/* read_run(raw, files, file_size, check_crc, corrupt, topic, queue_id, first_offset, max_count,
+ *          max_bytes, total_bytes, messages, stored_type) -> (entries taken, total bytes)
+ * MessageReader.get_messages' loop for its usual run, with no tag filter and the local CommitLog:
+ * the ConsumeQueue entries ``raw`` from queue offset ``first_offset``, each record read from its
+ * segment of ``files`` (the CommitLog's MappedFiles of ``file_size`` bytes), decoded (its body CRC
+ * checked when ``check_crc`` or its offset is in the set ``corrupt``) and appended to ``messages``,
+ * until ``max_count`` messages are there or the next one would pass ``max_bytes`` (``total_bytes``
+ * counted so far). It stops short, before the entry, at anything else: an empty entry, a record
+ * not found or not well formed, or one that is not this queue's entry; the Python loop goes on from
+ * there and says what is wrong. */
+static PyObject *read_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 13 || !PyBytes_Check(args[0]) || !PyList_Check(args[1]) || !PyAnySet_Check(args[4]) ||
+        !PyUnicode_Check(args[5]) || !PyList_Check(args[11]) || !PyType_Check(args[12]) ||
+        !PyType_IsSubtype((PyTypeObject *)args[12], &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "read_run(raw: bytes, files: list, file_size, check_crc, corrupt: set, "
+                                         "topic: str, queue_id, first_offset, max_count, max_bytes, "
+                                         "total_bytes, messages: list, stored_type)");
+        return NULL;
+    }
+    PyObject *files = args[1], *corrupt = args[4], *topic = args[5], *messages = args[11];
+    PyTypeObject *type = (PyTypeObject *)args[12];
+    long long file_size = PyLong_AsLongLong(args[2]), queue_id = PyLong_AsLongLong(args[6]);
+    long long first_offset = PyLong_AsLongLong(args[7]), max_count = PyLong_AsLongLong(args[8]);
+    long long max_bytes = PyLong_AsLongLong(args[9]), total = PyLong_AsLongLong(args[10]);
+    int check_crc = PyObject_IsTrue(args[3]);
+    if (PyErr_Occurred() || check_crc < 0)
+        return NULL;
+    if (file_size <= 0) {
+        PyErr_SetString(PyExc_ValueError, "read_run: file_size must be positive");
+        return NULL;
+    }
+    const unsigned char *raw = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t count = PyBytes_GET_SIZE(args[0]) / CQ_ENTRY_SIZE, taken = 0;
+    Py_ssize_t nfiles = PyList_GET_SIZE(files);
+    Segment seg = {NULL, {0}, 0, 0, 0};
+    long long base = 0;
+    if (nfiles > 0) {
+        PyObject *from = PyObject_GetAttrString(PyList_GET_ITEM(files, 0), "file_from_offset");
+        if (from == NULL)
+            return NULL;
+        base = PyLong_AsLongLong(from);
+        Py_DECREF(from);
+        if (base == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    for (; taken < count && PyList_GET_SIZE(messages) < max_count; taken++) {
+        const unsigned char *e = raw + taken * CQ_ENTRY_SIZE;
+        long long phys = (long long)get64(e);
+        int32_t size = (int32_t)get32(e + 8);
+        if (size <= 0 || (PyList_GET_SIZE(messages) > 0 && total + size > max_bytes) || phys < base)
+            break;
+        long long index = (phys - base) / file_size;
+        if (index >= nfiles || !segment_hold(&seg, PyList_GET_ITEM(files, index)))
+            break;
+        if (phys < seg.from || phys >= seg.from + file_size)
+            break;
+        int check = check_crc;
+        if (!check && PySet_GET_SIZE(corrupt) > 0) {
+            PyObject *key = PyLong_FromLongLong(phys);
+            check = key == NULL ? -1 : PySet_Contains(corrupt, key);
+            Py_XDECREF(key);
+            if (check < 0)
+                goto error;
+        }
+        PyObject *msg = decode_at(seg.view.buf, phys - seg.from, seg.wrote, check, type);
+        if (msg == NULL)
+            goto error;
+        if (msg == Py_None) {
+            Py_DECREF(msg);
+            break;
+        }
+        long long got_phys = PyLong_AsLongLong(PyTuple_GET_ITEM(msg, 3));
+        long long got_offset = PyLong_AsLongLong(PyTuple_GET_ITEM(msg, 2));
+        long long got_queue = PyLong_AsLongLong(PyTuple_GET_ITEM(msg, 1));
+        int same_topic = PyUnicode_Compare(PyTuple_GET_ITEM(msg, 0), topic) == 0;
+        if (PyErr_Occurred()) {
+            Py_DECREF(msg);
+            goto error;
+        }
+        if (got_phys != phys || got_offset != first_offset + taken || got_queue != queue_id || !same_topic) {
+            Py_DECREF(msg);
+            break;
+        }
+        int failed = PyList_Append(messages, msg);
+        Py_DECREF(msg);
+        if (failed < 0)
+            goto error;
+        total += size;
+    }
+    segment_release(&seg);
+    return Py_BuildValue("(nL)", taken, total);
+error:
+    segment_release(&seg);
+    return NULL;
 }
 
 static PyObject *crc32_source(PyObject *module, PyObject *unused)
@@ -1563,6 +1713,10 @@ static PyMethodDef methods[] = {
     {"decode_record", (PyCFunction)(void (*)(void))decode_record, METH_FASTCALL,
      "decode_record(buf, pos, limit, check_crc, stored_type) -> the record at buf[pos:] as stored_type, "
      "or None when it is not a well-formed message record (record.decode_record then says why)."},
+    {"read_run", (PyCFunction)(void (*)(void))read_run, METH_FASTCALL,
+     "read_run(raw, files, file_size, check_crc, corrupt, topic, queue_id, first_offset, max_count, "
+     "max_bytes, total_bytes, messages, stored_type) -> (entries taken, total bytes); "
+     "MessageReader.get_messages' usual run, stopping short at anything else."},
     {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL,
      "encode_batch(msgs, start, physical_offset, space, store_timestamp, store_host, queue_offsets, "
      "max_message_size, msg_id_prefix) -> BatchEncoding; see record.encode_batch."},
