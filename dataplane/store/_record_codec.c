@@ -1591,7 +1591,7 @@ static int segment_hold(Segment *seg, PyObject *file)
 
 /* read_run(raw, files, file_size, check_crc, corrupt, topic, queue_id, first_offset, max_count,
  *          max_bytes, total_bytes, messages, stored_type) -> (entries taken, total bytes)
- * MessageReader.get_messages' loop for its usual run, with no tag filter and the local CommitLog:
+ * StoreReader.get_messages' loop for its usual run, with no tag filter and the local CommitLog:
  * the ConsumeQueue entries ``raw`` from queue offset ``first_offset``, each record read from its
  * segment of ``files`` (the CommitLog's MappedFiles of ``file_size`` bytes), decoded (its body CRC
  * checked when ``check_crc`` or its offset is in the set ``corrupt``) and appended to ``messages``,
@@ -1716,7 +1716,7 @@ static PyMethodDef methods[] = {
     {"read_run", (PyCFunction)(void (*)(void))read_run, METH_FASTCALL,
      "read_run(raw, files, file_size, check_crc, corrupt, topic, queue_id, first_offset, max_count, "
      "max_bytes, total_bytes, messages, stored_type) -> (entries taken, total bytes); "
-     "MessageReader.get_messages' usual run, stopping short at anything else."},
+     "StoreReader.get_messages' usual run, stopping short at anything else."},
     {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL,
      "encode_batch(msgs, start, physical_offset, space, store_timestamp, store_host, queue_offsets, "
      "max_message_size, msg_id_prefix) -> BatchEncoding; see record.encode_batch."},

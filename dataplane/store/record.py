@@ -427,7 +427,7 @@ compiled_index_newest_slot: Callable[[bytes | bytearray], int] | None = (
 compiled_decode_record: Callable[..., StoredMessage | None] | None = (
     None if _codec is None else _codec.decode_record
 )
-# MessageReader.get_messages' usual run (no tag filter, the local CommitLog), compiled; None when not
+# StoreReader.get_messages' usual run (no tag filter, the local CommitLog), compiled; None when not
 # built. It stops short at anything unusual, which the Python loop then handles.
 compiled_read_run: Callable[..., tuple[int, int]] | None = None if _codec is None else _codec.read_run
 # "compiled" or "python": which encoder appends (tests/unit/store/test_record.py checks it)

@@ -1,4 +1,4 @@
-"""The compiled run of MessageReader.get_messages (``read_run`` in ``_record_codec.c``): the same
+"""The compiled run of StoreReader.get_messages (``read_run`` in ``_record_codec.c``): the same
 answers as the Python loop it stands in for, and a stop short of anything unusual, which the loop
 then handles."""
 
