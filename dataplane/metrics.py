@@ -20,6 +20,7 @@ __all__ = (
     "REPLICA_READ_FALLBACKS",
     "REPLICA_READ_MESSAGES",
     "RPC_LATENCY",
+    "TRACE_EVENTS_DROPPED",
     "TRAFFIC_IN",
     "TRAFFIC_OUT",
     "HACollector",
@@ -37,6 +38,8 @@ RPC_LATENCY = LoopHistogram("mq_broker_rpc_seconds", "RPC handling time", ["meth
 # back to this node's own disk.
 REPLICA_READ_MESSAGES = Counter("mq_broker_replica_read_messages", "Messages read from a replica")
 REPLICA_READ_FALLBACKS = Counter("mq_broker_replica_read_fallbacks", "Replica reads that fell back")
+# Trace events lost: past the tracer's bound, or refused by the store (dataplane/trace.py).
+TRACE_EVENTS_DROPPED = Counter("mq_broker_trace_events_dropped", "Trace events dropped, not stored")
 
 
 class TopicTraffic:

@@ -28,7 +28,9 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from dataplane.metrics import TRACE_EVENTS_DROPPED
 from dataplane.names import DLQ_PREFIX, RETRY_PREFIX
+from dataplane.store.status import PutMessageStatus
 from dataplane.timer.service import P_REAL_TOPIC, P_TIMER_OUT_MS, TIMER_TOPIC
 from dataplane.transaction.service import HALF_TOPIC
 
@@ -147,6 +149,8 @@ class MessageTracer:
         self._queued = 0  # events in _pending
         self._max_pending = max_pending
         self.dropped = 0
+        # the status of the last failed write while writes keep failing (None: the last one stored)
+        self._failing: PutMessageStatus | None = None
         self._task: asyncio.Task[None] | None = None
 
     def pending_events(self) -> list[TraceEvent]:
@@ -167,6 +171,7 @@ class MessageTracer:
                 pending.popleft()
             self._queued -= n
             self.dropped += n
+            TRACE_EVENTS_DROPPED.inc(n)
             over -= n
 
     def record(
@@ -264,14 +269,50 @@ class MessageTracer:
         return MessageToStore(TRACE_TOPIC, 0, body, {"KEYS": keys} if keys else {})
 
     async def flush_async(self) -> None:
+        if not getattr(self.store, "writable", True):
+            self._hold()  # an HA replica: its CommitLog is the master's copy
+            return
+        if self._failing is PutMessageStatus.SERVICE_NOT_AVAILABLE:
+            logger.info("trace: the store is writable again; writing %d kept events", self._queued)
+            self._failing = None
         batches = self._take()
         for start in range(0, len(batches), _RECORDS_PER_PASS):
             if start:
                 await asyncio.sleep(0)  # what waits on the loop runs between slices
             part = batches[start : start + _RECORDS_PER_PASS]
             result = await self.store.put_messages_async([self._to_store(b) for b in part])
-            if not result.ok:
-                logger.warning("trace: %d events not stored (%s)", sum(map(len, part)), result.status)
+            if result.ok:
+                if self._failing is not None:
+                    logger.info("trace: events are stored again (%d dropped so far)", self.dropped)
+                    self._failing = None
+                continue
+            if result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE:  # demoted while flushing
+                self._put_back(batches[start:])
+                self._hold()
+                return
+            lost = sum(_size(item) for record in part for item in record)
+            self.dropped += lost
+            TRACE_EVENTS_DROPPED.inc(lost)
+            if result.status is not self._failing:  # once per run of failures, not every flush
+                logger.warning("trace: %d events not stored (%s)", lost, result.status)
+            self._failing = result.status
+
+    def _hold(self) -> None:
+        """The store takes no writes: the events stay pending (bounded as ever, the oldest dropped
+        past ``max_pending``) until it does, so a node promoted to master writes them then."""
+        if self._failing is not PutMessageStatus.SERVICE_NOT_AVAILABLE:
+            logger.info(
+                "trace: the store is not writable (an HA replica); %d events kept until it is", self._queued
+            )
+            self._failing = PutMessageStatus.SERVICE_NOT_AVAILABLE
+
+    def _put_back(self, records: list[list[_Pending | _PendingBatch]]) -> None:
+        """Records taken but not stored, back before whatever was recorded meanwhile."""
+        items = [item for record in records for item in record]
+        self._pending.extendleft(reversed(items))
+        self._queued += sum(map(_size, items))
+        if self._queued > self._max_pending:
+            self._trim()
 
     def flush(self) -> None:
         """Write what is buffered (shutdown, before the store closes)."""

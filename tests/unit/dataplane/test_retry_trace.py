@@ -338,3 +338,100 @@ def test_a_large_flush_lets_the_loop_run_between_its_slices() -> None:
     assert [n for n, _ in puts] == [1, 1, 1, 1]  # 1,000 events: 4 records of at most 256
     assert all(later > earlier for (_, earlier), (_, later) in itertools.pairwise(puts))
     assert sum(len(entry["ids"]) for r in store.records for entry in json.loads(r.body)) == 1000
+
+
+class _HaStore(_Store):
+    """A store that may refuse writes: not writable (an HA replica), or a put that fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writable = True
+        self.refuse: Any = None  # a PutMessageStatus the next puts fail with
+        self.puts = 0
+
+    async def put_messages_async(self, msgs: list[Any]) -> Any:
+        self.puts += 1
+        if self.refuse is not None:
+            return types.SimpleNamespace(ok=False, status=self.refuse)
+        self.records += msgs
+        return types.SimpleNamespace(ok=True)
+
+
+def _stored_ids(store: _Store) -> list[str]:
+    return [i for r in store.records for entry in json.loads(r.body) for i in entry["ids"]]
+
+
+def test_a_replica_keeps_its_events_until_it_can_write_them(caplog: pytest.LogCaptureFixture) -> None:
+    """A node that is an HA replica (its store not writable) serves reads but must not write its
+    CommitLog: the events stay pending, said once, and are written when the node can write."""
+    store = _HaStore()
+    store.writable = False
+    tracer = MessageTracer(store, max_pending=1000)
+
+    async def run() -> None:
+        tracer.record_many([("m1", 1), ("m2", 1)], "ns%t", "delivered", group="ns%g")
+        for _ in range(5):
+            await tracer.flush_async()
+        tracer.record_many([("m1", 1)], "ns%t", "acked", group="ns%g")
+        await tracer.flush_async()
+        assert store.puts == 0 and [e.message_id for e in tracer.pending_events()] == ["m1", "m2", "m1"]
+        assert [e.event for e in tracer.events("m1", "ns%t")] == ["delivered", "acked"]  # still readable
+        store.writable = True  # promoted
+        await tracer.flush_async()
+
+    with caplog.at_level("INFO", logger="dataplane.trace"):
+        asyncio.run(run())
+    assert sum("not writable" in r.getMessage() for r in caplog.records) == 1
+    assert sum("writable again; writing 3 kept events" in r.getMessage() for r in caplog.records) == 1
+    assert _stored_ids(store) == ["m1", "m2", "m1"] and not tracer.pending_events()
+    assert tracer.dropped == 0
+
+
+def test_a_put_refused_by_a_demoted_store_puts_its_events_back_in_order() -> None:
+    from dataplane.store.status import PutMessageStatus
+
+    store = _HaStore()
+    store.refuse = PutMessageStatus.SERVICE_NOT_AVAILABLE  # demoted between the check and the put
+    tracer = MessageTracer(store, max_pending=600)
+
+    async def run() -> None:
+        tracer.record_many([(f"a{i:03d}", 1) for i in range(300)], "ns%t", "delivered")  # 2 records
+        await tracer.flush_async()
+        assert store.puts == 1  # the first record refused: the rest is not tried
+        tracer.record_many([(f"b{i:03d}", 1) for i in range(400)], "ns%t", "delivered")
+        # 700 pending past a bound of 600: the oldest 100 go, as for any overflow
+        assert tracer.dropped == 100
+        store.refuse = None
+        await tracer.flush_async()
+
+    asyncio.run(run())
+    expected = [f"a{i:03d}" for i in range(100, 300)] + [f"b{i:03d}" for i in range(400)]
+    assert _stored_ids(store) == expected and not tracer.pending_events()
+
+
+def test_events_a_failing_store_refuses_are_dropped_counted_and_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from dataplane.metrics import TRACE_EVENTS_DROPPED
+    from dataplane.store.status import PutMessageStatus
+
+    store = _HaStore()
+    store.refuse = PutMessageStatus.DISK_FULL
+    tracer = MessageTracer(store)
+    before = TRACE_EVENTS_DROPPED._value.get()
+
+    async def run() -> None:
+        for n in range(3):
+            tracer.record_many([(f"m{n}{i}", 1) for i in range(10)], "ns%t", "delivered")
+            await tracer.flush_async()
+        store.refuse = None
+        tracer.record_many([("ok", 1)], "ns%t", "acked")
+        await tracer.flush_async()
+
+    with caplog.at_level("INFO", logger="dataplane.trace"):
+        asyncio.run(run())
+    assert tracer.dropped == 30 and TRACE_EVENTS_DROPPED._value.get() - before == 30
+    assert _stored_ids(store) == ["ok"]
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("not stored (DISK_FULL)" in m for m in messages) == 1
+    assert sum("stored again (30 dropped so far)" in m for m in messages) == 1
