@@ -300,7 +300,7 @@ class MessageTracer:
     def _hold(self) -> None:
         """The store takes no writes: the events stay pending (bounded as ever, the oldest dropped
         past ``max_pending``) until it does, so a node promoted to master writes them then."""
-        if self._failing is not PutMessageStatus.SERVICE_NOT_AVAILABLE:
+        if self._queued and self._failing is not PutMessageStatus.SERVICE_NOT_AVAILABLE:
             logger.info(
                 "trace: the store is not writable (an HA replica); %d events kept until it is", self._queued
             )
