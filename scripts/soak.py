@@ -323,6 +323,25 @@ def rejoined(state: dict[str, Any], name: str) -> bool:
     )
 
 
+def describe_group(state: dict[str, Any]) -> str:
+    """One line per broker: its role, whether it takes writes, the SyncStateSet it knows and, on a
+    master, its replicas with their confirmed offsets and whether it counts them in sync."""
+    lines = []
+    for members in state["broker_groups"].values():
+        for member in members:
+            node = _node_status(state, member["endpoint"])
+            if node is None:
+                lines.append(f"soak: {member['name']}: no answer")
+                continue
+            replicas = ", ".join(f"{r.node} in_sync={r.in_sync} lag={r.lag_bytes}" for r in node.replicas)
+            lines.append(
+                f"soak: {member['name']}: {node.role} writable={node.writable} epoch={node.epoch} "
+                f"max={node.max_offset} master={node.master} sss={list(node.sync_state_set)} "
+                f"replicas=[{replicas}]"
+            )
+    return "\n".join(lines)
+
+
 def wait_rejoined(state: dict[str, Any], name: str, timeout: float) -> float | None:
     """Seconds until ``name`` rejoined and the group is whole again, or None after ``timeout``."""
     start = time.monotonic()
@@ -390,6 +409,12 @@ class FaultInjector(threading.Thread):
             else:
                 recovered = wait_healthy(self.state, 3, 120)
             fault.recovered_s = None if recovered is None else round(down + recovered, 1)
+            if recovered is None:  # what the nodes think of each other, and what they logged meanwhile
+                print(f"soak: not recovered from {action} {target} within 120 s", flush=True)
+                print(describe_group(self.state), flush=True)
+                for node in self.procs.brokers():
+                    print(f"soak: the end of {node}'s log:", flush=True)
+                    print(_log_tail(self.procs.root / "logs" / f"{node}.log", 60), flush=True)
 
 
 class RollingRestart(threading.Thread):
