@@ -212,6 +212,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celery" / "beat-schedule")
+# beat's schedule file lives there whatever the broker: without the folder beat stops at start
+# (FileNotFoundError), and no reconcile or nightly job ever runs
+(DATA_DIR / "celery").mkdir(parents=True, exist_ok=True)
 _NIGHTLY_HOUR, _NIGHTLY_MINUTE = ENV.nightly_hour_minute()
 CELERY_BEAT_SCHEDULE: dict[str, Any] = {
     "reconcile-brokers": {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from io import StringIO
 from pathlib import Path
 
@@ -85,3 +86,33 @@ def test_openapi_schema_generates_without_warnings(tmp_path: Path) -> None:
     out = tmp_path / "schema.yml"
     call_command("spectacular", "--fail-on-warn", "--validate", "--file", str(out))
     assert "/api/v1/health" in out.read_text()
+
+
+def test_celery_beat_starts_on_a_new_data_dir_with_a_broker_url(tmp_path: Path) -> None:
+    # The production shape (CELERY_BROKER_URL set, as the cluster topology and deployments have it) on
+    # a data dir nothing has written yet: beat must open its schedule file there and keep running
+    # (it once stopped at start, its folder missing, and no scheduled job ran).
+    env = dict(os.environ, MQ_DATA_DIR=str(tmp_path), CELERY_BROKER_URL="memory://")
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    beat = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and beat.poll() is None:
+            if list((tmp_path / "celery").glob("beat-schedule*")):
+                break
+            time.sleep(0.2)
+        time.sleep(1)  # a beat that fails on its schedule file exits right after opening it
+        running = beat.poll() is None
+    finally:
+        beat.terminate()
+        output = beat.communicate(timeout=30)[0]
+    assert running, output[-3000:]
+    assert list((tmp_path / "celery").glob("beat-schedule*")), output[-3000:]
+    assert "beat raised exception" not in output
