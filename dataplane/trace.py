@@ -317,8 +317,15 @@ class MessageTracer:
     def flush(self) -> None:
         """Write what is buffered (shutdown, before the store closes)."""
         batches = self._take()
-        if batches and getattr(self.store, "running", True):
-            self.store.put_messages([self._to_store(b) for b in batches])
+        if not batches or not getattr(self.store, "running", True):
+            return
+        if not getattr(self.store, "writable", True):  # a replica stopping: nowhere to write them
+            lost = sum(_size(item) for record in batches for item in record)
+            self.dropped += lost
+            TRACE_EVENTS_DROPPED.inc(lost)
+            logger.info("trace: %d events kept on this replica are dropped at its stop", lost)
+            return
+        self.store.put_messages([self._to_store(b) for b in batches])
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         if self.enabled:

@@ -388,6 +388,11 @@ def test_a_replica_keeps_its_events_until_it_can_write_them(caplog: pytest.LogCa
     assert sum("writable again; writing 3 kept events" in r.getMessage() for r in caplog.records) == 1
     assert _stored_ids(store) == ["m1", "m2", "m1"] and not tracer.pending_events()
     assert tracer.dropped == 0
+    # a replica that stops with events kept drops them (counted), writing nothing
+    store.writable = False
+    tracer.record_many([("m3", 1), ("m4", 1)], "ns%t", "delivered", group="ns%g")
+    tracer.flush()
+    assert tracer.dropped == 2 and len(store.records) == 1 and not tracer.pending_events()
 
 
 def test_a_put_refused_by_a_demoted_store_puts_its_events_back_in_order() -> None:
