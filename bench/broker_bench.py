@@ -51,6 +51,10 @@ Figures (``--json PATH`` writes them):
                                  run in alternation (bare, ours; ours, bare; ...), both servers up
                                  throughout, so a slower stretch of the machine falls on both sides;
                                  every round's rate is in ``*_rounds``
+- (produce_single / grpc_ceiling_single / produce_batched / grpc_ceiling)_server_cpu_us_per_msg
+  and _client_cpu_us_per_msg     the CPU those rounds cost per message flat out, the server's (all
+                                 its threads) and this client process's: when the server is slower,
+                                 both sides share each wake-up among fewer calls and pay more per call
 - (grpc_ceiling_)cpu_us_per_call_at_R  server CPU per single-message SendMessage paced at R calls/s
                                  (our broker / the bare server): what each call of the e2e runs costs
 - grpc_ceiling_consume_msgs_per_s  the same consume loop against the bare server, which streams a
@@ -719,20 +723,38 @@ SINGLE = ("produce_single_msgs_per_s", "grpc_ceiling_single_msgs_per_s", 1, 16)
 
 
 async def produce_rounds(
-    kind: tuple[str, str, int, int], bare_target: str, target: str, count: int
+    kind: tuple[str, str, int, int],
+    bare_target: str,
+    target: str,
+    count: int,
+    pids: tuple[int | None, int | None] = (None, None),
 ) -> dict[str, Any]:
     """One of the produce rates (:data:`BATCHED`, :data:`SINGLE`) of ``count`` messages, ROUNDS rounds
-    in alternation (bare, ours; ours, bare; ...): each side's median and every round's rate."""
+    in alternation (bare, ours; ours, bare; ...): each side's median and every round's rate. With
+    the servers' ``pids`` (bare, ours), also the CPU each round cost per message, the server's
+    (``..._server_cpu_us_per_msg``) and this client process's (``..._client_cpu_us_per_msg``)."""
     ours, bare_key, per_request, in_flight = kind
     rates: dict[str, list[float]] = {bare_key: [], ours: []}
-    pair = [(bare_key, bare_target), (ours, target)]
+    costs: dict[str, list[float]] = {}
+    pair = [(bare_key, bare_target, pids[0]), (ours, target, pids[1])]
     for round_ in range(ROUNDS):
-        for key, where in pair if round_ % 2 == 0 else pair[::-1]:
+        for key, where, pid in pair if round_ % 2 == 0 else pair[::-1]:
+            server, client = cpu_seconds(pid), time.process_time()
             rates[key].append(await produce(where, count, per_request, in_flight))
+            if pid is not None:
+                stem = key.removesuffix("_msgs_per_s")
+                for side, spent in (
+                    ("server", cpu_seconds(pid) - server),
+                    ("client", time.process_time() - client),
+                ):
+                    costs.setdefault(f"{stem}_{side}_cpu_us_per_msg", []).append(spent / count * 1e6)
     results: dict[str, Any] = {}
     for key, values in rates.items():
         results[key] = statistics.median(values)
         results[f"{key}_rounds"] = [round(r) for r in values]
+    for key, values in costs.items():
+        results[key] = statistics.median(values)
+        results[f"{key}_rounds"] = [round(v, 1) for v in values]
     return results
 
 
@@ -741,8 +763,8 @@ async def run_single_only(count: int = 10_000) -> dict[str, Any]:
     in alternation (``--single-only``: quick A/B of the send path)."""
     port = free_port()
     bare_argv = [sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(port)]
-    with process(bare_argv, port), our_broker("async") as (target, _):
-        results = await produce_rounds(SINGLE, f"127.0.0.1:{port}", target, count)
+    with process(bare_argv, port) as bare, our_broker("async") as (target, pid):
+        results = await produce_rounds(SINGLE, f"127.0.0.1:{port}", target, count, (bare.pid, pid))
     results["single_vs_bare_single"] = results[SINGLE[0]] / results[SINGLE[1]]
     return results
 
@@ -867,8 +889,8 @@ async def run(quick: bool, e2e_consumers: int = E2E_CONSUMERS) -> dict[str, Any]
         results |= await cpu_per_call_figures(target, pid, "")
         # The rates compared with the bare server are measured in alternating rounds (bare, ours;
         # ours, bare; ...): a slower stretch of the machine falls on both sides, not on one.
-        results |= await produce_rounds(BATCHED, bare_target, target, n_batched)
-        results |= await produce_rounds(SINGLE, bare_target, target, n_single)
+        results |= await produce_rounds(BATCHED, bare_target, target, n_batched, (bare.pid, pid))
+        results |= await produce_rounds(SINGLE, bare_target, target, n_single, (bare.pid, pid))
         # (a third of the messages per round that one run took before the rounds, so --quick keeps
         # within its 120 s; at least 10,000 consumed and 5,000 through NATS, for a steady rate)
         results |= await consume_rounds(

@@ -37,3 +37,8 @@ async def test_single_only_measures_every_round_of_both_servers() -> None:
     assert results["single_vs_bare_single"] == pytest.approx(
         results["produce_single_msgs_per_s"] / results["grpc_ceiling_single_msgs_per_s"]
     )
+    # each server's CPU and the client's per message, every round: a process that did the work
+    for stem in ("produce_single", "grpc_ceiling_single"):
+        for side in ("server", "client"):
+            rounds = results[f"{stem}_{side}_cpu_us_per_msg_rounds"]
+            assert len(rounds) == broker_bench.ROUNDS and min(rounds) > 0, (stem, side, rounds)
