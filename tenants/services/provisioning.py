@@ -581,11 +581,23 @@ def reconcile_brokers(gateway: BrokerGateway | None = None) -> ReconcileReport:
             except BrokerUnavailable:
                 continue  # recorded on the row; the next pass tries again
     logger.info(
-        "reconcile: %d nodes ok, %d unreachable, %d repaired, %d removed, %d retried",
+        "reconcile: %d nodes ok, %d unreachable, %d repaired, %d removed, %d retried%s",
         report.nodes_ok,
         report.nodes_unreachable,
         len(report.repaired),
         len(report.removed),
         report.retried,
+        _named(report),
     )
     return report
+
+
+def _named(report: ReconcileReport, most: int = 10) -> str:
+    """What a pass repaired and removed, by name (the first ``most`` of each): drift an operator
+    should be able to trace to its cause."""
+    parts = []
+    for what, names in (("repaired", report.repaired), ("removed", report.removed)):
+        if names:
+            more = f" and {len(names) - most} more" if len(names) > most else ""
+            parts.append(f"{what}: {', '.join(names[:most])}{more}")
+    return "; " + "; ".join(parts) if parts else ""

@@ -126,7 +126,10 @@ def test_provision_is_idempotent(platform: Platform, gateway: InMemoryBrokerGate
 
 
 def test_reconcile_restores_a_broker_rebuilt_empty_and_removes_strays(
-    platform: Platform, gateway: InMemoryBrokerGateway, django_capture_on_commit_callbacks: Any
+    platform: Platform,
+    gateway: InMemoryBrokerGateway,
+    django_capture_on_commit_callbacks: Any,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     # given
     with django_capture_on_commit_callbacks(execute=True):
@@ -137,9 +140,14 @@ def test_reconcile_restores_a_broker_rebuilt_empty_and_removes_strays(
     gateway.upsert_topic(node.endpoint, TopicSpec("acme%ghost", 1, "NORMAL"))
     gateway.upsert_topic(node.endpoint, TopicSpec("%RETRY%acme%billing", 1, "NORMAL"))
     # when
-    report = reconcile_brokers()
+    with caplog.at_level("INFO", logger="tenants.services.provisioning"):
+        report = reconcile_brokers()
     # then
     assert gateway.topics[node.endpoint]["acme%orders"].queue_count == 1
+    # the log names what was repaired and removed, for an operator to trace the drift
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("reconcile:"))
+    assert f"{node.name}:topic:acme%orders" in line.partition("repaired: ")[2], line
+    assert f"removed: {node.name}:topic:acme%ghost" in line, line
     assert "acme%billing" in gateway.groups[node.endpoint]
     assert "acme%ghost" not in gateway.topics[node.endpoint]
     assert "%RETRY%acme%billing" in gateway.topics[node.endpoint]  # not ours to manage
