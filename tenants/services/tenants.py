@@ -30,7 +30,9 @@ __all__ = (
 
 @transaction.atomic
 def create_tenant(actor: Actor, owner: AbstractBaseUser | None = None, **fields: Any) -> Tenant:
-    """Create a tenant on the given plan (or the default plan); ``owner`` becomes its first owner."""
+    """Create a tenant on the given plan (or the default plan); ``owner`` becomes its first owner.
+    Its plan's limits go to the brokers at once: a namespace without a quota on a broker is not
+    limited there, and the next reconcile may be a minute away."""
     tenant = Tenant(**fields)
     if tenant.plan_id is None:
         tenant.plan = default_plan()
@@ -38,15 +40,17 @@ def create_tenant(actor: Actor, owner: AbstractBaseUser | None = None, **fields:
     if owner is not None:
         membership = Membership(tenant=tenant, user=owner, role=MembershipRole.OWNER)  # type: ignore[misc]
         create_audited(actor, membership)
+    enqueue_tenant_quotas([tenant.pk])
     return tenant
 
 
 @transaction.atomic
 def update_tenant(actor: Actor, tenant: Tenant, **changes: Any) -> Tenant:
-    """Change a tenant; a new plan re-pushes its quotas to the brokers."""
+    """Change a tenant; a new plan, or a new home cluster, re-pushes its quotas to the brokers."""
     plan_changed = "plan" in changes and changes["plan"] != tenant.plan
+    moved = "cluster" in changes and changes["cluster"] != tenant.cluster
     update_audited(actor, tenant, changes)
-    if plan_changed:
+    if plan_changed or moved:
         enqueue_tenant_quotas([tenant.pk])
     return tenant
 

@@ -10,10 +10,11 @@ from django.utils import timezone
 
 from tenants.choices import ProvisioningStatus
 from tenants.errors import BrokerUnavailable
-from tenants.models import AccessKey, AclPolicy, Quota
-from tenants.services import access_keys, acls, quotas, topics
+from tenants.models import AccessKey, AclPolicy, BrokerCluster, BrokerGroup, BrokerNode, Quota
+from tenants.services import access_keys, acls, quotas, tenants, topics
 from tenants.services.audit import Actor
 from tenants.services.gateway import AccessKeySpec, AclSpec, InMemoryBrokerGateway, QuotaSpec
+from tenants.services.limits import effective_limits
 from tenants.services.provisioning import ResourceKind, provision, reconcile_brokers
 
 from .conftest import Platform
@@ -187,3 +188,27 @@ def test_deleting_an_acl_removes_it_everywhere(
         acls.delete_acl(SYSTEM, policy)
     assert not AclPolicy.objects.filter(pk=policy.pk).exists()
     assert all(("acme", str(policy.pk)) not in gateway.acls[n.endpoint] for n in platform.nodes)
+
+
+def test_a_new_tenant_s_plan_limits_reach_the_brokers_at_once(
+    platform: Platform, gateway: InMemoryBrokerGateway, django_capture_on_commit_callbacks: Any
+) -> None:
+    # A namespace with no quota on a broker is not limited there: the plan's limits must not wait
+    # for the next reconcile (a soak run's first reconcile found the second tenant's missing).
+    with django_capture_on_commit_callbacks(execute=True):
+        tenant = tenants.create_tenant(SYSTEM, name="Initech", namespace="initech")
+    for node in platform.nodes:
+        limits = gateway.quotas[node.endpoint][("initech", "tenant", "")].limits
+        assert limits == effective_limits(tenant)
+    assert not [item for item in reconcile_brokers().repaired if "initech" in item]
+
+
+def test_a_tenant_moved_to_another_cluster_takes_its_limits_there(
+    platform: Platform, gateway: InMemoryBrokerGateway, django_capture_on_commit_callbacks: Any
+) -> None:
+    cluster = BrokerCluster.objects.create(name="second")
+    group = BrokerGroup.objects.create(cluster=cluster, name="second-a")
+    node = BrokerNode.objects.create(group=group, name="second-a-0", endpoint="10.9.9.9:8081")
+    with django_capture_on_commit_callbacks(execute=True):
+        tenants.update_tenant(SYSTEM, platform.tenant, cluster=cluster)
+    assert ("acme", "tenant", "") in gateway.quotas[node.endpoint]
