@@ -324,8 +324,9 @@ def rejoined(state: dict[str, Any], name: str) -> bool:
 
 
 def describe_group(state: dict[str, Any]) -> str:
-    """One line per broker: its role, whether it takes writes, the SyncStateSet it knows and, on a
-    master, its replicas with their confirmed offsets and whether it counts them in sync."""
+    """One line per broker: its role, whether it takes writes, its epoch and CommitLog end, the master
+    and SyncStateSet it knows and, on a master, its replicas with their lag and whether it counts
+    them in sync."""
     lines = []
     for members in state["broker_groups"].values():
         for member in members:
