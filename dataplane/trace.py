@@ -118,6 +118,11 @@ def _holds(item: Any, message_id: str) -> bool:
     return message_id in first if type(first) is tuple else first == message_id
 
 
+def _events_in(records: list[list[_Pending | _PendingBatch]]) -> int:
+    """Events in records taken from the buffer."""
+    return sum(_size(item) for record in records for item in record)
+
+
 def _as_json(item: _Pending | _PendingBatch) -> Any:
     """A pending item as a record's entry."""
     return dict(zip(_BATCH_FIELDS, item, strict=True)) if type(item[0]) is tuple else item
@@ -170,8 +175,7 @@ class MessageTracer:
             else:
                 pending.popleft()
             self._queued -= n
-            self.dropped += n
-            TRACE_EVENTS_DROPPED.inc(n)
+            self._drop(n)
             over -= n
 
     def record(
@@ -290,12 +294,16 @@ class MessageTracer:
                 self._put_back(batches[start:])
                 self._hold()
                 return
-            lost = sum(_size(item) for record in part for item in record)
-            self.dropped += lost
-            TRACE_EVENTS_DROPPED.inc(lost)
+            lost = self._drop(_events_in(part))
             if result.status is not self._failing:  # once per run of failures, not every flush
                 logger.warning("trace: %d events not stored (%s)", lost, result.status)
             self._failing = result.status
+
+    def _drop(self, events: int) -> int:
+        """Count ``events`` lost (the buffer's bound, or a store that refused them); returns it."""
+        self.dropped += events
+        TRACE_EVENTS_DROPPED.inc(events)
+        return events
 
     def _hold(self) -> None:
         """The store takes no writes: the events stay pending (bounded as ever, the oldest dropped
@@ -320,9 +328,7 @@ class MessageTracer:
         if not batches or not getattr(self.store, "running", True):
             return
         if not getattr(self.store, "writable", True):  # a replica stopping: nowhere to write them
-            lost = sum(_size(item) for record in batches for item in record)
-            self.dropped += lost
-            TRACE_EVENTS_DROPPED.inc(lost)
+            lost = self._drop(_events_in(batches))
             logger.info("trace: %d events kept on this replica are dropped at its stop", lost)
             return
         self.store.put_messages([self._to_store(b) for b in batches])

@@ -37,9 +37,24 @@ def _both(
     offset: int,
     max_count: int = 32,
     max_bytes: int = 4 << 20,
+    whole_run: bool = False,
 ) -> GetResult:
-    """get_messages with the compiled run, checked against the Python loop alone."""
-    compiled = store.get_messages(topic, qid, offset, max_count=max_count, max_bytes=max_bytes)
+    """get_messages with the compiled run, checked against the Python loop alone; with ``whole_run``,
+    every message of the answer was read by the compiled run (the reader does call it)."""
+    taken: list[int] = []
+    run = reader.compiled_read_run
+    assert run is not None
+
+    def counted(*args: object) -> tuple[int, int]:
+        result = run(*args)
+        taken.append(result[0])
+        return result
+
+    with monkeypatch.context() as m:
+        m.setattr(reader, "compiled_read_run", counted)
+        compiled = store.get_messages(topic, qid, offset, max_count=max_count, max_bytes=max_bytes)
+    if whole_run:
+        assert sum(taken) == len(compiled.messages), taken
     with monkeypatch.context() as m:
         m.setattr(reader, "compiled_read_run", None)
         python = store.get_messages(topic, qid, offset, max_count=max_count, max_bytes=max_bytes)
@@ -72,8 +87,8 @@ def test_the_compiled_run_answers_as_the_loop(
     store = make_store()
     _fill(store, 120)
     assert len(store.commit_log.queue.files) > 4
-    _both(store, monkeypatch, "ns%t", 0, offset, **kw)
-    _both(store, monkeypatch, "ns%t", 1, offset, **kw)
+    _both(store, monkeypatch, "ns%t", 0, offset, whole_run=True, **kw)
+    _both(store, monkeypatch, "ns%t", 1, offset, whole_run=True, **kw)
 
 
 def test_a_run_stops_short_of_what_the_loop_must_judge(
