@@ -55,13 +55,38 @@ def test_ratio_rows_show_both_sides_the_value_and_the_target() -> None:
     rows = report.ratio_rows([BROKER, STORE, NEW])
     assert rows == [
         ["broker_bench", "batched_vs_nats", "produce_batched_msgs_per_s = 35,344",
-         "nats_publish_msgs_per_s = 11,469", "3.08", ">= 1.0", "yes"],
+         "nats_publish_msgs_per_s = 11,469", "3.08", ">= 1.0", "yes", "-"],
         ["broker_bench", "consume_vs_nats", "consume_msgs_per_s = 4,468", "nats_consume_msgs_per_s = 11,128",
-         "0.4", ">= 1.0", "no"],
+         "0.4", ">= 1.0", "no", "-"],
         ["store_bench", "append_vs_disk_ratio", "append_mb_s = 327", "disk_write_mb_s = 1,974", "0.166",
-         ">= 0.4", "no"],
-        ["fifo_bench", "fifo_vs_normal_ratio", "-", "-", "0.75", "-", ""],
+         ">= 0.4", "no", "-"],
+        ["fifo_bench", "fifo_vs_normal_ratio", "-", "-", "0.75", "-", "", "-"],
     ]  # fmt: skip
+
+
+def test_ratio_rows_give_the_ratio_of_each_pair_of_alternating_rounds() -> None:
+    figures = {
+        "produce_single_msgs_per_s": 2613,
+        "produce_single_msgs_per_s_rounds": [2613, 2937, 2254],
+        "grpc_ceiling_single_msgs_per_s": 3642,
+        "grpc_ceiling_single_msgs_per_s_rounds": [3714, 3642, 3447],
+        "consume_msgs_per_s": 4000,
+        "consume_msgs_per_s_rounds": [4000, 4100],  # not paired with NATS's three rounds: no column
+        "nats_consume_msgs_per_s": 8000,
+        "nats_consume_msgs_per_s_rounds": [8000, 7000, 9000],
+        "e2e_p99_ms": 12.0,
+        "e2e_p99_ms_rounds": [12.0, 8.0, 20.0],
+        "grpc_ceiling_e2e_p99_ms": 10.0,
+        "grpc_ceiling_e2e_p99_ms_rounds": [10.0, 0, 10.0],  # a zero round: no ratio can be made
+        "ratios": {"single_vs_bare_single": 0.72, "consume_vs_nats": 0.5, "e2e_vs_grpc_ceiling": 1.2},
+    }
+    rows = {row[1]: row for row in report.ratio_rows([_record("broker_bench", figures)])}
+    # 2613/3714, 2937/3642, 2254/3447 to two places; two of them below 0.8
+    assert rows["single_vs_bare_single"][4] == "0.72"
+    assert rows["single_vs_bare_single"][7] == "0.7 / 0.81 / 0.65 (1 of 3 met)"
+    assert rows["consume_vs_nats"][7] == "-"
+    assert rows["e2e_vs_grpc_ceiling"][7] == "-"
+    assert report.round_ratios(figures, "e2e_p99_ms", "e2e_p99_ms") == [1.0, 1.0, 1.0]
 
 
 def test_figure_rows_flatten_and_check_targets() -> None:
