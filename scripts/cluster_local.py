@@ -363,7 +363,8 @@ def control_plane_env(
         # Plain HTTP on loopback; a real deployment terminates TLS in front and keeps both on.
         "MQ_SSL_REDIRECT": "0",
         "MQ_SECURE_COOKIES": "0",
-        "MQ_RECONCILE_INTERVAL_S": "30",
+        # beat's repair interval; a test may ask for a shorter one to see a repair happen
+        "MQ_RECONCILE_INTERVAL_S": os.environ.get("MQ_RECONCILE_INTERVAL_S", "30"),
         "DJANGO_SETTINGS_MODULE": "config.settings",
     }
     if admin_token:  # the brokers' operator credential, for provisioning

@@ -1,5 +1,6 @@
-"""``make cluster-up``: the production topology on loopback serves a tenant end to end, and
-``make cluster-down`` leaves no process behind."""
+"""``make cluster-up``: the production topology on loopback serves a tenant end to end, its
+scheduled reconcile (Celery beat, a worker over Redis) repairs a broker, and ``make cluster-down``
+leaves no process behind."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ import httpx
 import pytest
 
 from mqcloud import ClientConfig, Credentials, Message, Producer, SimpleConsumer
+from mqcloud.admin_client import BrokerAdminClient
 from tests.conftest import worker_port_range
 
 REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / "scripts" / "cluster_local.py"
 MARKER = "MQCLOUD_LOCAL_CLUSTER"
+RECONCILE_INTERVAL_S = 5
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(420)]
 
 
@@ -47,6 +50,8 @@ def run_script(action: str, state_dir: Path, timeout: float) -> subprocess.Compl
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
     # its nodes take ports from this worker's slice, not from the ones other workers hand out
     env["MQCLOUD_PORT_RANGE"] = "{}-{}".format(*worker_port_range())
+    # beat's periodic reconcile every few seconds, so the test sees it repair a broker
+    env["MQ_RECONCILE_INTERVAL_S"] = str(RECONCILE_INTERVAL_S)
     return subprocess.run(
         [sys.executable, str(SCRIPT), action, "--state-dir", str(state_dir)],
         cwd=REPO,
@@ -143,6 +148,22 @@ def test_cluster_up_serves_a_tenant_through_both_groups_and_down_leaves_nothing(
                     received.add(message.body)
                     consumer.ack(message)
         assert received == sent, f"{group_name}: missing {sorted(sent - received)}"
+
+    # when: a broker loses the topic behind the control plane's back (an operator's mistake, a node
+    # rebuilt from an old disk)
+    node = next(iter(groups.values()))[1]
+    worker_log = Path(str(state["logs"])) / "celery-worker.log"
+    with BrokerAdminClient(str(node["endpoint"]), token=str(state["admin_token"]) or None) as admin:
+        placed = admin.get_topic("acme%orders").queue_count  # this group's share of the 4 queues
+        admin.delete_topic("acme%orders")
+        assert "acme%orders" not in {t.name for t in admin.list_topics("acme")}
+        # then: Celery beat's periodic reconcile, run by the worker over Redis, puts it back
+        repaired = f"{node['name']}:topic:acme%orders"
+        deadline = time.monotonic() + 12 * RECONCILE_INTERVAL_S
+        while repaired not in worker_log.read_text():
+            assert time.monotonic() < deadline, f"no reconcile repaired {repaired}"
+            time.sleep(0.5)
+        assert admin.get_topic("acme%orders").queue_count == placed
 
     # when: cluster-down
     started = time.monotonic()
