@@ -90,6 +90,9 @@ Figures (``--json PATH`` writes them):
                                  single-message SendMessage, and per message of 64-message ones,
                                  through the handler as the server registers it (decoding, guard,
                                  store append, answer), timed in-process (bench/broker_work.py)
+- broker_send_unguarded_us_per_call / broker_send_guard_us_per_call   that single send without the
+                                 interceptor, and the interceptor's part of it (admission, metering),
+                                 from alternating rounds (bench/broker_work.py)
 - broker_store_put_us_per_msg / broker_store_put_cold_us_per_msg   the store's part of that
                                  single send (a one-message put, no handler around it), back to
                                  back and with the caches evicted before each (bench/broker_work.py)

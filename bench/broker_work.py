@@ -30,6 +30,10 @@ than it moves a rate):
                                  answer serialized; what ``produce_single_msgs_per_s`` pays on top
                                  of the bare server's call
 - ``broker_send_batched_us_per_msg``  the same per message of 64-message requests
+- ``broker_send_unguarded_us_per_call`` / ``broker_send_guard_us_per_call``  the single send registered
+                                 without the interceptor, and what the interceptor adds (admission:
+                                 authentication, access check, quotas; metering), from alternating
+                                 rounds of the two (medians)
 - ``broker_store_put_us_per_msg`` / ``broker_store_put_cold_us_per_msg``  the store's part of a
                                  single send: a one-message ``put_messages_async`` (CommitLog
                                  append, ConsumeQueue entry, index keys) with no handler around it,
@@ -90,6 +94,8 @@ __all__ = ("CacheEvictor", "HandlerCall", "broker_send_figures", "broker_work_fi
 BATCH = 32  # as broker_bench's consume loop
 COLD_SHARE = 8  # the cold figures take 1/8 of --count: each call is preceded by a copy of many MiB
 RUN_ROUNDS = 8  # alternating rounds of the compiled and the Python read of a run, 1/8 of --count each
+GUARD_ROUNDS = 4  # rounds of a single send with and without the guard, --count calls in all
+GUARD_SPLIT = "broker_send_guard_us_per_call"
 
 
 class CacheEvictor:
@@ -289,18 +295,21 @@ async def _us_per_call(
     return spent / (len(inputs) - warm) * 1e6
 
 
-async def _send_us(broker: Broker, calls: int, per_call: int, evict: CacheEvictor | None = None) -> float:
+async def _send_us(
+    broker: Broker, calls: int, per_call: int, evict: CacheEvictor | None = None, guarded: bool = True
+) -> float:
     """CPU microseconds of this thread per SendMessage call of ``per_call`` messages, through the
     handler registered as the server registers it, response serialization included (``evict``:
-    called before each call, out of the timed part). Raises when the store did not take every
-    message sent (the warm-up's included)."""
+    called before each call, out of the timed part; ``guarded=False``: registered without the
+    interceptor, so no admission or metering). Raises when the store did not take every message
+    sent (the warm-up's included)."""
     handlers = _Handlers()
     guard = Guard(broker)
     add_servicer(
         handlers,  # type: ignore[arg-type]
         MessagingServicer(broker),
         service_pb2.DESCRIPTOR.services_by_name["MessagingService"],
-        wrap=MessagingInterceptor(guard).wrap,
+        wrap=MessagingInterceptor(guard).wrap if guarded else None,
     )
     handler = handlers.unary("/apache.rocketmq.v2.MessagingService/SendMessage")
     behavior, serialize = handler.unary_unary, handler.response_serializer
@@ -329,6 +338,24 @@ async def _send_us(broker: Broker, calls: int, per_call: int, evict: CacheEvicto
         return us
     finally:
         await guard.stop()
+
+
+async def _guard_rounds(broker: Broker, calls: int) -> dict[str, float]:
+    """A single send with and without the interceptor, ``calls`` of each in every one of GUARD_ROUNDS
+    rounds (the order alternating): ``broker_send_unguarded_us_per_call`` (median) and
+    ``broker_send_guard_us_per_call`` (the median of the rounds' differences: the guard's admission
+    and metering of a send). Separate runs of one figure differ by more than the guard costs on a
+    busy machine; the two sides of a round run next to each other."""
+    rounds: dict[bool, list[float]] = {True: [], False: []}
+    for round_ in range(GUARD_ROUNDS):
+        for guarded in (True, False) if round_ % 2 == 0 else (False, True):
+            rounds[guarded].append(await _send_us(broker, calls, 1, guarded=guarded))
+    return {
+        "broker_send_unguarded_us_per_call": statistics.median(rounds[False]),
+        "broker_send_guard_us_per_call": statistics.median(
+            with_guard - without for with_guard, without in zip(rounds[True], rounds[False], strict=True)
+        ),
+    }
 
 
 async def _put_us(broker: Broker, calls: int, evict: CacheEvictor | None = None) -> float:
@@ -363,7 +390,11 @@ async def broker_send_figures(count: int = 32_000) -> dict[str, float]:
     figures: dict[str, float] = {}
     cold_calls = max(count // COLD_SHARE, 1)
     for runs in (
-        [("broker_send_us_per_call", 1, count, None), ("broker_send_cold_us_per_call", 1, cold_calls, True)],
+        [
+            ("broker_send_us_per_call", 1, count, None),
+            ("broker_send_cold_us_per_call", 1, cold_calls, True),
+            (GUARD_SPLIT, 1, max(count // (2 * GUARD_ROUNDS), 1), None),
+        ],
         [("broker_send_batched_us_per_msg", 64, max(count // 64, 1), None)],
         [
             ("broker_store_put_us_per_msg", 0, count, None),
@@ -377,7 +408,9 @@ async def broker_send_figures(count: int = 32_000) -> dict[str, float]:
             broker.metadata.create_topic(TopicConfig(name=TOPIC, queue_count=QUEUES))
             for key, per_call, calls, cold in runs:
                 evict = CacheEvictor() if cold else None
-                if per_call:
+                if key == GUARD_SPLIT:
+                    figures |= await _guard_rounds(broker, calls)
+                elif per_call:
                     figures[key] = await _send_us(broker, calls, per_call, evict) / per_call
                 else:  # the store alone
                     figures[key] = await _put_us(broker, calls, evict)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -9,6 +10,9 @@ import pytest
 
 from bench import broker_work
 from bench.broker_work import broker_send_figures, broker_work_figures
+from dataplane.broker import Broker
+from dataplane.config import BrokerSettings
+from dataplane.metadata import TopicConfig
 
 
 async def test_every_message_is_received_and_acked_once(tmp_path: Path) -> None:
@@ -39,6 +43,8 @@ async def test_the_send_figures_time_sends_that_were_stored() -> None:
         "broker_send_cold_us_per_call",
         "broker_store_put_us_per_msg",
         "broker_store_put_cold_us_per_msg",
+        "broker_send_unguarded_us_per_call",
+        "broker_send_guard_us_per_call",
     }
     assert 0 < figures["broker_send_batched_us_per_msg"] < figures["broker_send_us_per_call"] < 100_000
     # the same calls with the caches evicted before each cost more: the evictor does evict
@@ -46,6 +52,35 @@ async def test_the_send_figures_time_sends_that_were_stored() -> None:
     # the store's put is part of a send (back to back, the steadier figure), and costs more cold
     assert 0 < figures["broker_store_put_us_per_msg"] < figures["broker_send_us_per_call"], figures
     assert figures["broker_store_put_us_per_msg"] < figures["broker_store_put_cold_us_per_msg"], figures
+    # the guard's part (a difference of rounds: below zero only when noise outweighs it) is less
+    # than the whole send
+    assert 0 < figures["broker_send_unguarded_us_per_call"] < 100_000, figures
+    assert figures["broker_send_guard_us_per_call"] < figures["broker_send_us_per_call"], figures
+
+
+async def test_the_unguarded_sends_skip_admission_and_metering_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    admitted: list[str] = []
+    real_admit = broker_work.Guard.admit
+
+    def admit(self: broker_work.Guard, rpc: str, *args: object, **kwargs: object) -> object:
+        admitted.append(rpc)
+        return real_admit(self, rpc, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(broker_work.Guard, "admit", admit)
+    broker = Broker(BrokerSettings(data_dir=tmp_path, listen="127.0.0.1:0", dev_mode=True))
+    broker.start(asyncio.get_running_loop())
+    try:
+        broker.metadata.create_topic(TopicConfig(name=broker_work.TOPIC, queue_count=broker_work.QUEUES))
+        figures = await broker_work._guard_rounds(broker, 40)
+    finally:
+        broker.begin_shutdown()
+        broker.close()
+    # each round's guarded run admits its calls and its warm-up's (a tenth more), its unguarded run
+    # none; both stored every message (_send_us raises otherwise)
+    assert admitted == ["SendMessage"] * (broker_work.GUARD_ROUNDS * 44)
+    assert set(figures) == {"broker_send_unguarded_us_per_call", "broker_send_guard_us_per_call"}
 
 
 def test_the_evictor_copies_more_than_the_cores_l2_cache() -> None:
