@@ -81,7 +81,7 @@ from dataplane.guard import Guard
 from dataplane.interceptors import MessagingInterceptor
 from dataplane.metadata import GroupConfig, TopicConfig
 from dataplane.pop import PopState
-from dataplane.services import MessagingServicer, consume
+from dataplane.services import BUFFERED_STREAMS, ENCODED_ANSWERS, MessagingServicer, consume
 from dataplane.store import reader
 from dataplane.store.message import MessageToStore
 from dataplane.wire import add_servicer
@@ -310,6 +310,8 @@ async def _send_us(
         MessagingServicer(broker),
         service_pb2.DESCRIPTOR.services_by_name["MessagingService"],
         wrap=MessagingInterceptor(guard).wrap if guarded else None,
+        buffered=BUFFERED_STREAMS,
+        encoded=ENCODED_ANSWERS,
     )
     handler = handlers.unary("/apache.rocketmq.v2.MessagingService/SendMessage")
     behavior, serialize = handler.unary_unary, handler.response_serializer

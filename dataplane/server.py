@@ -21,7 +21,7 @@ from dataplane.guard import Guard
 from dataplane.heap import freeze_startup_heap, watch_gc_pauses
 from dataplane.interceptors import AdminAuthInterceptor, MessagingInterceptor
 from dataplane.loop_lag import LoopLagProbe
-from dataplane.services import BrokerAdminServicer, MessagingServicer
+from dataplane.services import BUFFERED_STREAMS, ENCODED_ANSWERS, BrokerAdminServicer, MessagingServicer
 from dataplane.services.cluster import ClusterAdminServicer
 from dataplane.services.messages_admin import MessageAdminServicer
 from dataplane.services.tier_admin import TierAdminServicer
@@ -68,7 +68,8 @@ class BrokerServer:
             MessagingServicer(self.broker),
             service_pb2.DESCRIPTOR.services_by_name["MessagingService"],
             wrap=MessagingInterceptor(self.guard).wrap,
-            buffered=("ReceiveMessage", "PullMessage"),  # answered at once, after the long poll
+            buffered=BUFFERED_STREAMS,
+            encoded=ENCODED_ANSWERS,
         )
         add_servicer(
             self.server,

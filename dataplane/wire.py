@@ -185,6 +185,7 @@ def add_servicer(
     wrap: Wrap | None = None,
     gate: Gate | None = None,
     buffered: Collection[str] = (),
+    encoded: Collection[str] = (),
 ) -> None:
     """Register every method of ``service`` implemented by ``servicer`` on ``server``.
 
@@ -193,8 +194,10 @@ def add_servicer(
     requests, as the servicer does. ``gate(metadata)`` (the admin token check) refuses a call with
     UNAUTHENTICATED before its request is decoded. The server-streaming methods named in ``buffered``
     produce their whole stream at once; their responses go out in one write
-    (:func:`dataplane.buffered_stream.write_buffered`). Per-service hooks instead of a grpc.aio server
-    interceptor: an interceptor runs (as an extra coroutine) on every call of every service.
+    (:func:`dataplane.buffered_stream.write_buffered`). The unary methods named in ``encoded`` may answer
+    with a response already serialized (:class:`~dataplane.buffered_stream.Encoded`). Per-service hooks
+    instead of a grpc.aio server interceptor: an interceptor runs (as an extra coroutine) on every call
+    of every service.
     """
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
     for m in service.methods:
@@ -211,8 +214,8 @@ def add_servicer(
             behavior = _unary_unary(method, req_cls)
         if gate is not None:
             behavior = _gated(behavior, gate, m.server_streaming)
-        # a buffered stream may carry responses already encoded (buffered_stream.Encoded)
-        serializer = serialize if m.name in buffered else resp_cls.SerializeToString
+        # a buffered stream or an encoded answer may come already serialized (buffered_stream.Encoded)
+        serializer = serialize if m.name in buffered or m.name in encoded else resp_cls.SerializeToString
         handler = _HANDLER_FACTORIES[(m.client_streaming, m.server_streaming)](
             behavior, response_serializer=serializer
         )

@@ -20,7 +20,12 @@ from dataplane.transaction.rpc import end_transaction
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from mqcloud.apache.rocketmq.v2 import service_pb2_grpc
 
-__all__ = ("BrokerAdminServicer", "MessagingServicer")
+__all__ = ("BUFFERED_STREAMS", "ENCODED_ANSWERS", "BrokerAdminServicer", "MessagingServicer")
+
+# How the server registers MessagingServicer (dataplane.wire.add_servicer): the streams answered at
+# once, after their long poll, in one write; the unary answers that may come already serialized.
+BUFFERED_STREAMS = ("ReceiveMessage", "PullMessage")
+ENCODED_ANSWERS = ("SendMessage",)
 
 
 class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ignore[misc]
@@ -40,7 +45,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):  # type: ign
         return svc.HeartbeatResponse(status=ok_status())
 
     @unary(svc.SendMessageResponse)
-    async def SendMessage(self, request: svc.SendMessageRequest, context: Any) -> svc.SendMessageResponse:
+    async def SendMessage(
+        self, request: svc.SendMessageRequest, context: Any
+    ) -> svc.SendMessageResponse | produce.SentAnswer:
         return await produce.send_message(self.broker, request, header_namespace(context), context.peer())
 
     @unary(svc.QueryAssignmentResponse)

@@ -7,7 +7,7 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import grpc
 
@@ -20,7 +20,7 @@ __all__ = ("call_metadata", "header_namespace", "remember_metadata", "unary")
 
 logger = logging.getLogger(__name__)
 
-Resp = TypeVar("Resp")
+Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
 
 
 # grpc.aio builds a new tuple (decoding every key and value) on each invocation_metadata() call,
@@ -52,18 +52,16 @@ def header_namespace(context: grpc.aio.ServicerContext[Any, Any]) -> str:
     return namespace_from_metadata(call_metadata(context))
 
 
-def unary(
-    response_cls: Callable[..., Resp],
-) -> Callable[[Callable[..., Awaitable[Resp]]], Callable[..., Awaitable[Resp]]]:
-    """The one error boundary of unary v2 RPCs: BrokerError -> ``response(status=...)``."""
+def unary(response_cls: Callable[..., Any]) -> Callable[[Handler], Handler]:
+    """The one error boundary of unary v2 RPCs: BrokerError -> ``response_cls(status=...)``."""
 
-    def decorate(handler: Callable[..., Awaitable[Resp]]) -> Callable[..., Awaitable[Resp]]:
+    def decorate(handler: Handler) -> Handler:
         method = handler.__name__
         latency = RPC_LATENCY.labels(method)  # the child once, not a labels() lookup per call
         clock = time.perf_counter
 
         @functools.wraps(handler)
-        async def wrapper(self: Any, request: Any, context: Any) -> Resp:
+        async def wrapper(self: Any, request: Any, context: Any) -> Any:
             started = clock()
             try:
                 self.broker.clients.touch(call_metadata(context), context.peer())
@@ -76,6 +74,6 @@ def unary(
             finally:
                 latency.observe(clock() - started)
 
-        return wrapper
+        return cast(Handler, wrapper)
 
     return decorate

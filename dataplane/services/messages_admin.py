@@ -221,9 +221,10 @@ class MessageAdminServicer(messages_pb2_grpc.MessageAdminServicer):  # type: ign
             system_properties=sp,
             body=request.body,
         )
-        response = await p.send_message(
+        answer = await p.send_message(
             self.broker, svc.SendMessageRequest(messages=[message]), ns, "ipv4:127.0.0.1:0"
         )
+        response = p.as_response(answer)
         entry = response.entries[0] if response.entries else None
         status = entry.status if entry is not None else response.status
         if status.code != pb.Code.OK:
