@@ -76,7 +76,10 @@ def reconcile_node_task(node_id: int) -> int:
     node = BrokerNode.objects.select_related("group").filter(pk=node_id, enabled=True).first()
     if node is None:
         return 0
-    return provisioning.reconcile_node(node).nodes_ok
+    report = provisioning.reconcile_node(node)
+    # what it repaired is drift an operator traces, as the periodic pass logs its own
+    logger.info("reconcile of %s: %s", node.name, provisioning.describe(report))
+    return report.nodes_ok
 
 
 @shared_task(name="tenants.reconcile_brokers", trail=False)

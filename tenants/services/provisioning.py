@@ -580,16 +580,16 @@ def reconcile_brokers(gateway: BrokerGateway | None = None) -> ReconcileReport:
                 provision(kind, pk, gw)
             except BrokerUnavailable:
                 continue  # recorded on the row; the next pass tries again
-    logger.info(
-        "reconcile: %d nodes ok, %d unreachable, %d repaired, %d removed, %d retried%s",
-        report.nodes_ok,
-        report.nodes_unreachable,
-        len(report.repaired),
-        len(report.removed),
-        report.retried,
-        _named(report),
-    )
+    logger.info("reconcile: %s", describe(report))
     return report
+
+
+def describe(report: ReconcileReport) -> str:
+    """A reconcile's counts and what it repaired and removed, as its log line gives them."""
+    return (
+        f"{report.nodes_ok} nodes ok, {report.nodes_unreachable} unreachable, {len(report.repaired)} "
+        f"repaired, {len(report.removed)} removed, {report.retried} retried{_named(report)}"
+    )
 
 
 def _named(report: ReconcileReport, most: int = 10) -> str:

@@ -9,6 +9,8 @@ Set ``MQCLOUD_INTEROP_CACHE`` to move the cache.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -50,9 +52,28 @@ def _install_node() -> None:
         pytest.fail("npm is needed for the Node.js interop tests and could not be installed")
 
 
+@contextlib.contextmanager
+def _installing(name: str) -> Iterator[None]:
+    """Held while one install into the cache runs: two test processes sharing the cache (a ``pytest
+    -n`` run without ``--dist loadgroup``, two checkouts) would otherwise build the same venv or
+    node_modules at once, and both fail."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
 def py_client() -> Path:
     """The interop venv's python, with the official client importable."""
+    with _installing("py"):
+        return _py_client()
+
+
+def _py_client() -> Path:
     venv = CACHE / "py"
     python = venv / "bin" / "python"
     marker = venv / f".installed-{PY_CLIENT}"
@@ -73,6 +94,11 @@ def py_client() -> Path:
 @pytest.fixture(scope="session")
 def node_client() -> Path:
     """The directory whose node_modules holds the official Node.js client."""
+    with _installing("node"):
+        return _node_client()
+
+
+def _node_client() -> Path:
     node_dir = CACHE / "node"
     if not (node_dir / "node_modules" / "rocketmq-client-nodejs" / "package.json").exists():
         if shutil.which("npm") is None:

@@ -14,6 +14,7 @@ from tenants.services.audit import Actor
 from tenants.services.gateway import InMemoryBrokerGateway, TopicSpec
 from tenants.services.placement import spread_queues
 from tenants.services.provisioning import ResourceKind, provision, reconcile_brokers
+from tenants.tasks import reconcile_node_task
 
 from .conftest import Platform
 
@@ -154,6 +155,27 @@ def test_reconcile_restores_a_broker_rebuilt_empty_and_removes_strays(
     assert report.nodes_ok == 3
     assert any("acme%orders" in r for r in report.repaired)
     assert BrokerNode.objects.get(pk=node.pk).health == "healthy"
+
+
+def test_a_single_node_s_reconcile_names_what_it_repaired(
+    platform: Platform,
+    gateway: InMemoryBrokerGateway,
+    django_capture_on_commit_callbacks: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # given: a node registered (or re-enabled) after it lost a topic
+    with django_capture_on_commit_callbacks(execute=True):
+        topics.create_topic(SYSTEM, platform.tenant, name="orders", queue_count=3)
+    node = platform.nodes[1]
+    gateway.wipe(node.endpoint)
+    # when: its own reconcile runs (the task a registration enqueues)
+    with caplog.at_level("INFO", logger="tenants.tasks"):
+        assert reconcile_node_task(node.pk) == 1
+    # then: it repaired the node and said so, as the periodic pass does
+    assert "acme%orders" in gateway.topics[node.endpoint]
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("reconcile of "))
+    assert line.startswith(f"reconcile of {node.name}: 1 nodes ok, 0 unreachable, "), line
+    assert f"repaired: {node.name}:topic:acme%orders" in line, line
 
 
 def test_reconcile_marks_unreachable_nodes(platform: Platform, gateway: InMemoryBrokerGateway) -> None:
