@@ -158,14 +158,11 @@ def test_reconcile_restores_a_broker_rebuilt_empty_and_removes_strays(
 
 
 def test_a_single_node_s_reconcile_names_what_it_repaired(
-    platform: Platform,
-    gateway: InMemoryBrokerGateway,
-    django_capture_on_commit_callbacks: Any,
-    caplog: pytest.LogCaptureFixture,
+    platform: Platform, gateway: InMemoryBrokerGateway, caplog: pytest.LogCaptureFixture
 ) -> None:
     # given: a node registered (or re-enabled) after it lost a topic
-    with django_capture_on_commit_callbacks(execute=True):
-        topics.create_topic(SYSTEM, platform.tenant, name="orders", queue_count=3)
+    topic = topics.create_topic(SYSTEM, platform.tenant, name="orders", queue_count=3)
+    provision(ResourceKind.TOPIC, topic.pk)
     node = platform.nodes[1]
     gateway.wipe(node.endpoint)
     # when: its own reconcile runs (the task a registration enqueues)
