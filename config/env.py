@@ -52,7 +52,7 @@ class PlatformSettings(BaseSettings):
     # Nightly analytics (docs/analytics.md): when beat starts them (UTC, HH:MM), where Spark runs,
     # where the metering records are and where the results go.
     analytics_nightly_at: str = Field(
-        default="02:30", alias="MQ_ANALYTICS_NIGHTLY_AT", pattern=r"^([01]\d|2[0-3]):[0-5]\d$"
+        default="02:30", alias="MQ_ANALYTICS_NIGHTLY_AT", pattern=r"^(off|([01]\d|2[0-3]):[0-5]\d)$"
     )
     spark_master: str = Field(default="local[*]", alias="SPARK_MASTER")
     metering_url: str | None = Field(default=None, alias="MQ_METERING_URL")
@@ -61,7 +61,10 @@ class PlatformSettings(BaseSettings):
     analytics_stuck_minutes: int = Field(default=10, alias="MQ_ANALYTICS_STUCK_MINUTES", ge=1, le=60)
     analytics_timeout_s: float = Field(default=3 * 3600.0, alias="MQ_ANALYTICS_TIMEOUT_S", gt=0)
 
-    def nightly_hour_minute(self) -> tuple[int, int]:
+    def nightly_hour_minute(self) -> tuple[int, int] | None:
+        """When beat starts the nightly jobs, or None for ``off`` (run them by hand or elsewhere)."""
+        if self.analytics_nightly_at == "off":
+            return None
         hour, minute = self.analytics_nightly_at.split(":")
         return int(hour), int(minute)
 

@@ -215,7 +215,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celery" / "beat-schedule")
 # beat's schedule file lives there whatever the broker: without the folder beat stops at start
 # (FileNotFoundError), and no reconcile or nightly job ever runs
 (DATA_DIR / "celery").mkdir(parents=True, exist_ok=True)
-_NIGHTLY_HOUR, _NIGHTLY_MINUTE = ENV.nightly_hour_minute()
+_NIGHTLY = ENV.nightly_hour_minute()
 CELERY_BEAT_SCHEDULE: dict[str, Any] = {
     "reconcile-brokers": {
         "task": "tenants.reconcile_brokers",
@@ -234,15 +234,20 @@ CELERY_BEAT_SCHEDULE: dict[str, Any] = {
         "schedule": 60.0,
         "options": {"expires": 60.0},
     },
-    # Yesterday's billing and lag reports (plus changed late days), every night at MQ_ANALYTICS_NIGHTLY_AT.
-    **{
-        f"analytics-{job}-nightly": {
-            "task": "tenants.run_analytics_job",
-            "schedule": crontab(hour=_NIGHTLY_HOUR, minute=_NIGHTLY_MINUTE),
-            "kwargs": {"job": job, "trigger": "schedule"},
+    # Yesterday's billing and lag reports (plus changed late days), every night at MQ_ANALYTICS_NIGHTLY_AT
+    # (not at all when it is "off").
+    **(
+        {
+            f"analytics-{job}-nightly": {
+                "task": "tenants.run_analytics_job",
+                "schedule": crontab(hour=_NIGHTLY[0], minute=_NIGHTLY[1]),
+                "kwargs": {"job": job, "trigger": "schedule"},
+            }
+            for job in ("billing", "lag")
         }
-        for job in ("billing", "lag")
-    },
+        if _NIGHTLY is not None
+        else {}
+    ),
 }
 CELERY_TIMEZONE = "UTC"
 # Alert webhooks to loopback/private addresses are refused (SSRF) unless this is set (tests, labs).

@@ -365,6 +365,7 @@ def control_plane_env(
         "MQ_SECURE_COOKIES": "0",
         # beat's repair interval; a test may ask for a shorter one to see a repair happen
         "MQ_RECONCILE_INTERVAL_S": os.environ.get("MQ_RECONCILE_INTERVAL_S", "30"),
+        "MQ_ANALYTICS_NIGHTLY_AT": os.environ.get("MQ_ANALYTICS_NIGHTLY_AT", "02:30"),
         "DJANGO_SETTINGS_MODULE": "config.settings",
     }
     if admin_token:  # the brokers' operator credential, for provisioning

@@ -116,3 +116,27 @@ def test_celery_beat_starts_on_a_new_data_dir_with_a_broker_url(tmp_path: Path) 
     assert running, output[-3000:]
     assert list((tmp_path / "celery").glob("beat-schedule*")), output[-3000:]
     assert "beat raised exception" not in output
+
+
+def test_the_nightly_analytics_schedule_follows_its_setting_and_can_be_off(tmp_path: Path) -> None:
+    def nightly(setting: str) -> list[str]:
+        env = dict(os.environ, DJANGO_SETTINGS_MODULE="config.settings", MQ_DATA_DIR=str(tmp_path))
+        env["MQ_ANALYTICS_NIGHTLY_AT"] = setting
+        code = (
+            "from django.conf import settings as s;"
+            "[print(k, e['schedule'].hour, e['schedule'].minute)"
+            " for k, e in sorted(s.CELERY_BEAT_SCHEDULE.items()) if k.startswith('analytics-')]"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", "import django; django.setup();" + code],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return result.stdout.splitlines()
+
+    assert nightly("04:15") == ["analytics-billing-nightly {4} {15}", "analytics-lag-nightly {4} {15}"]
+    assert nightly("off") == []  # test stacks turn it off: the jobs would hold their one worker
