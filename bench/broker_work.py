@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import os
@@ -69,7 +70,7 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,6 @@ BATCH = 32  # as broker_bench's consume loop
 COLD_SHARE = 8  # the cold figures take 1/8 of --count: each call is preceded by a copy of many MiB
 RUN_ROUNDS = 8  # alternating rounds of the compiled and the Python read of a run, 1/8 of --count each
 GUARD_ROUNDS = 4  # rounds of a single send with and without the guard, --count calls in all
-GUARD_SPLIT = "broker_send_guard_us_per_call"
 
 
 class CacheEvictor:
@@ -381,45 +381,41 @@ async def _put_us(broker: Broker, calls: int, evict: CacheEvictor | None = None)
     return await _us_per_call(put, batches, warm, evict)
 
 
+@contextlib.asynccontextmanager
+async def _send_broker() -> AsyncIterator[Broker]:
+    """A broker of its own (dev mode, the bench topic) for a series of send or put runs."""
+    root = Path(tempfile.mkdtemp(prefix="mqbench-send-"))
+    broker = Broker(BrokerSettings(data_dir=root, listen="127.0.0.1:0", dev_mode=True))
+    try:
+        broker.start(asyncio.get_running_loop())
+        broker.metadata.create_topic(TopicConfig(name=TOPIC, queue_count=QUEUES))
+        yield broker
+    finally:
+        broker.begin_shutdown()
+        broker.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 async def broker_send_figures(count: int = 32_000) -> dict[str, float]:
     """``broker_send_us_per_call`` (``count`` single-message calls),
     ``broker_send_batched_us_per_msg`` (``count`` messages, 64 per call),
     ``broker_send_cold_us_per_call`` (an eighth of ``count`` single-message calls, caches evicted
     before each), and the store's part of a single send, ``broker_store_put_us_per_msg`` and
-    ``broker_store_put_cold_us_per_msg`` (the same counts of puts). A cold run follows its warm
+    ``broker_store_put_cold_us_per_msg`` (the same counts of puts), and the guard's part of a single
+    send (:func:`_guard_rounds`, ``count`` calls in all). A cold run follows its warm
     run on the same broker: on a new one its first touches of the store's new files (page faults
     in the index's hash slots, say) would be counted as well, which a broker in service has paid."""
     figures: dict[str, float] = {}
     cold_calls = max(count // COLD_SHARE, 1)
-    for runs in (
-        [
-            ("broker_send_us_per_call", 1, count, None),
-            ("broker_send_cold_us_per_call", 1, cold_calls, True),
-            (GUARD_SPLIT, 1, max(count // (2 * GUARD_ROUNDS), 1), None),
-        ],
-        [("broker_send_batched_us_per_msg", 64, max(count // 64, 1), None)],
-        [
-            ("broker_store_put_us_per_msg", 0, count, None),
-            ("broker_store_put_cold_us_per_msg", 0, cold_calls, True),
-        ],
-    ):
-        root = Path(tempfile.mkdtemp(prefix="mqbench-send-"))
-        broker = Broker(BrokerSettings(data_dir=root, listen="127.0.0.1:0", dev_mode=True))
-        try:
-            broker.start(asyncio.get_running_loop())
-            broker.metadata.create_topic(TopicConfig(name=TOPIC, queue_count=QUEUES))
-            for key, per_call, calls, cold in runs:
-                evict = CacheEvictor() if cold else None
-                if key == GUARD_SPLIT:
-                    figures |= await _guard_rounds(broker, calls)
-                elif per_call:
-                    figures[key] = await _send_us(broker, calls, per_call, evict) / per_call
-                else:  # the store alone
-                    figures[key] = await _put_us(broker, calls, evict)
-        finally:
-            broker.begin_shutdown()
-            broker.close()
-            shutil.rmtree(root, ignore_errors=True)
+    async with _send_broker() as broker:
+        figures["broker_send_us_per_call"] = await _send_us(broker, count, 1)
+        figures["broker_send_cold_us_per_call"] = await _send_us(broker, cold_calls, 1, CacheEvictor())
+        figures |= await _guard_rounds(broker, max(count // (2 * GUARD_ROUNDS), 1))
+    async with _send_broker() as broker:
+        figures["broker_send_batched_us_per_msg"] = await _send_us(broker, max(count // 64, 1), 64) / 64
+    async with _send_broker() as broker:  # the store alone
+        figures["broker_store_put_us_per_msg"] = await _put_us(broker, count)
+        figures["broker_store_put_cold_us_per_msg"] = await _put_us(broker, cold_calls, CacheEvictor())
     return figures
 
 

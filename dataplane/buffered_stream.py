@@ -54,7 +54,8 @@ class Encoded:
 
 
 def serialize(response: Message | Encoded) -> bytes:
-    """The response serializer of streams that may carry :class:`Encoded` responses."""
+    """The response serializer of methods whose responses may come as :class:`Encoded` (buffered
+    streams, and unary answers registered among ``encoded``: ``dataplane.wire.add_servicer``)."""
     return response.data if isinstance(response, Encoded) else response.SerializeToString()
 
 

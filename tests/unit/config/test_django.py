@@ -58,20 +58,10 @@ def test_settings_come_from_environment(tmp_path: Path) -> None:
         DEBUG="1",
     )
     code = (
-        "from django.conf import settings as s;"
         "print(s.DATABASES['default']['HOST'], s.DATABASES['default']['PORT'], s.CELERY_BROKER_URL,"
         " ','.join(s.ALLOWED_HOSTS), s.DEBUG, s.SECRET_KEY == open(s.DATA_DIR / 'secret_key').read().strip())"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", "import django; django.setup();" + code],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    assert result.stdout.split() == [
+    assert _printed_by_settings(env, code).split() == [
         "db.example",
         "6543",
         "redis://r:6379/2",
@@ -123,20 +113,28 @@ def test_the_nightly_analytics_schedule_follows_its_setting_and_can_be_off(tmp_p
         env = dict(os.environ, DJANGO_SETTINGS_MODULE="config.settings", MQ_DATA_DIR=str(tmp_path))
         env["MQ_ANALYTICS_NIGHTLY_AT"] = setting
         code = (
-            "from django.conf import settings as s;"
             "[print(k, e['schedule'].hour, e['schedule'].minute)"
             " for k, e in sorted(s.CELERY_BEAT_SCHEDULE.items()) if k.startswith('analytics-')]"
         )
-        result = subprocess.run(
-            [sys.executable, "-c", "import django; django.setup();" + code],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        return result.stdout.splitlines()
+        return _printed_by_settings(env, code).splitlines()
 
     assert nightly("04:15") == ["analytics-billing-nightly {4} {15}", "analytics-lag-nightly {4} {15}"]
     assert nightly("off") == []  # test stacks turn it off: the jobs would hold their one worker
+
+
+def _printed_by_settings(env: dict[str, str], code: str) -> str:
+    """What ``code`` prints in a fresh interpreter whose Django settings (``s``) come from ``env``."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import django; django.setup(); from django.conf import settings as s;" + code,
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return result.stdout

@@ -43,10 +43,12 @@ async def _sent(tmp_path: Path) -> tuple[bytes, p.SentAnswer | svc.SendMessageRe
     guard = Guard(broker)
     counted: list[int] = []
     real_count = guard.count_sent
-    guard.count_sent = lambda per_topic, seconds: (  # type: ignore[method-assign]
-        counted.extend(n for sizes in per_topic.values() for n in sizes),
-        real_count(per_topic, seconds),
-    )
+
+    def count_sent(per_topic: dict[tuple[str, str], list[int]], seconds: float) -> None:
+        counted.extend(n for sizes in per_topic.values() for n in sizes)
+        real_count(per_topic, seconds)
+
+    guard.count_sent = count_sent  # type: ignore[method-assign]
     try:
         broker.metadata.create_topic(TopicConfig(name="orders", queue_count=2))
         service = svc.DESCRIPTOR.services_by_name["MessagingService"]
