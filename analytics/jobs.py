@@ -197,7 +197,8 @@ def run_job(
     stuck_after: int = 10,
     report: bool = True,
 ) -> JobResult:
-    """Run ``day``, then re-run each of the ``late_days`` days before it whose inputs changed.
+    """Run ``day``, then re-run each of the ``late_days`` days before it whose inputs changed (a day
+    that never ran counts as changed once it has inputs).
 
     With ``report``, every day that ran also gets its HTML report and charts (``analytics.report``),
     written once all days ran: a late day's re-run changes the month's invoices the reports show.
@@ -219,7 +220,10 @@ def run_job(
         earlier = (date.fromisoformat(day) - timedelta(days=k)).isoformat()
         files = _day_files(spark, root, "usage" if job == "billing" else "lag", earlier)
         current = io.fingerprint(files)
-        if _last_fingerprint(spark, output, job, earlier) == current:
+        last = _last_fingerprint(spark, output, job, earlier)
+        # A day that never ran and has no inputs has nothing to (re-)run: a new installation's first
+        # nights, whose earlier days predate every control-plane export the run would need.
+        if last == current or (last is None and not files):
             results.append(DayResult(earlier, input_files=len(files), fingerprint=current, skipped=True))
             continue
         logger.info("%s: inputs of %s changed since its last run; re-running it", job, earlier)

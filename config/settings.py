@@ -211,6 +211,13 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Two queues. The default one carries provisioning, reconcile passes and the minute checks; the
+# nightly Spark jobs go to one of their own, consumed by a worker of its own (``-Q analytics``):
+# a job runs for minutes, and on a shared worker it held the slots provisioning waits for
+# (docs/operations.md, "Celery queues"). Every worker names its queue with -Q.
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+MQ_ANALYTICS_QUEUE = "analytics"
+CELERY_TASK_ROUTES = {"tenants.run_analytics_job": {"queue": MQ_ANALYTICS_QUEUE}}
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celery" / "beat-schedule")
 # beat's schedule file lives there whatever the broker: without the folder beat stops at start
 # (FileNotFoundError), and no reconcile or nightly job ever runs

@@ -36,6 +36,8 @@ from pathlib import Path
 
 import httpx
 
+from cli.commands.standalone import ANALYTICS_QUEUE, DEFAULT_QUEUE
+
 __all__ = ("Topology", "cluster_down", "cluster_up", "main")
 
 REPO = Path(__file__).resolve().parents[1]
@@ -475,10 +477,12 @@ def _up(cluster: Cluster, topology: Topology) -> dict[str, object]:
         env,
     )
     celery = [str(BIN / "celery"), "-A", "config"]
+    worker = [*celery, "worker", "--loglevel", "INFO"]
+    concurrency = ["--concurrency", str(topology.celery_concurrency)]
+    cluster.spawn("celery-worker", [*worker, "-Q", DEFAULT_QUEUE, *concurrency], env)
+    # the nightly Spark jobs' own worker: a job holds its slot for minutes, none of provisioning's
     cluster.spawn(
-        "celery-worker",
-        [*celery, "worker", "--loglevel", "INFO", "--concurrency", str(topology.celery_concurrency)],
-        env,
+        "celery-analytics", [*worker, "-Q", ANALYTICS_QUEUE, "-n", f"{ANALYTICS_QUEUE}@%h", "-c", "1"], env
     )
     cluster.spawn("celery-beat", [*celery, "beat", "--loglevel", "INFO"], env)
 

@@ -1,7 +1,8 @@
 """``mqctl standalone``: the whole stack on one machine with embedded defaults.
 
 Migrates the embedded database, creates the demo operator and tenant, then runs the control plane
-(uvicorn, :8000), a Celery worker with beat on the filesystem transport, and a broker node (:8081).
+(uvicorn, :8000), two Celery workers on the filesystem transport (one with beat; one for the nightly
+Spark jobs alone) and a broker node (:8081).
 With ``--controller HOST:PORT`` it also runs an HA controller (SQLite file in the data dir) and the
 broker joins it as a one-node group (docs/ha.md). A child that exits is started again after a backoff
 (1 s, doubling); one that keeps exiting stops the stack. Ctrl-C or SIGTERM stops every child and
@@ -28,9 +29,13 @@ from cli import output
 from cli.config import AppEnvVars
 from cli.supervisor import Supervisor
 
-__all__ = ("standalone",)
+__all__ = ("ANALYTICS_QUEUE", "DEFAULT_QUEUE", "celery_workers", "standalone")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# The control plane's Celery queues (config/settings.py: CELERY_TASK_DEFAULT_QUEUE, MQ_ANALYTICS_QUEUE;
+# the CLI does not import Django settings, a test keeps the two the same).
+DEFAULT_QUEUE = "celery"
+ANALYTICS_QUEUE = "analytics"
 HEALTH_TIMEOUT_S = 60.0
 
 
@@ -43,6 +48,20 @@ def _split(hostport: str) -> tuple[str, int]:
     if not host or not port.isdigit():
         raise typer.BadParameter(f"expected HOST:PORT, got {hostport!r}")
     return host, int(port)
+
+
+def celery_workers(python: str, data_dir: Path) -> list[tuple[str, list[str]]]:
+    """The stack's Celery workers, (name, argv): one with beat for provisioning, reconcile and the
+    minute checks (the default queue), and one for the nightly Spark jobs (:data:`ANALYTICS_QUEUE`),
+    so a job that runs for minutes never holds the worker provisioning waits for."""
+    celery = [python, "-m", "celery", "-A", "config", "worker", "--pool", "solo", "--loglevel", "INFO"]
+    return [
+        (
+            "celery",
+            [*celery, "-Q", DEFAULT_QUEUE, "-B", "--schedule", str(data_dir / "celery" / "beat-schedule")],
+        ),
+        ("celery-analytics", [*celery, "-Q", ANALYTICS_QUEUE, "-n", f"{ANALYTICS_QUEUE}@%h"]),
+    ]
 
 
 def _broker_available() -> bool:
@@ -70,7 +89,7 @@ def standalone(
         str, typer.Option(help="Broker replication HOST:PORT (with --controller).")
     ] = "127.0.0.1:10912",
 ) -> None:
-    """Run the control plane, Celery worker + beat and a broker until Ctrl-C."""
+    """Run the control plane, Celery workers + beat and a broker until Ctrl-C."""
     http_host, http_port = _split(http)
     if controller:
         _split(controller)
@@ -123,25 +142,8 @@ def standalone(
             ],
             cwd=REPO_ROOT,
         )
-        supervisor.start(
-            "celery",
-            [
-                python,
-                "-m",
-                "celery",
-                "-A",
-                "config",
-                "worker",
-                "-B",
-                "--pool",
-                "solo",
-                "--loglevel",
-                "INFO",
-                "--schedule",
-                str(data_dir / "celery" / "beat-schedule"),
-            ],
-            cwd=REPO_ROOT,
-        )
+        for name, argv in celery_workers(python, data_dir):
+            supervisor.start(name, argv, cwd=REPO_ROOT)
         if controller and with_broker:
             db = f"sqlite:///{data_dir / 'controller.db'}"
             supervisor.start(

@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.chaos, pytest.mark.integration, pytest.mark.slow, pyte
 def test_three_minute_soak_loses_nothing(tmp_path: Path) -> None:
     # The soak brings its own PostgreSQL and Redis, like make soak on a fresh machine.
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
-    env["MQ_ANALYTICS_NIGHTLY_AT"] = "off"  # the nightly Spark jobs would hold the workers at 02:30 UTC
+    env["MQ_ANALYTICS_NIGHTLY_AT"] = "off"  # no Spark jobs' load at 02:30 UTC
     report = tmp_path / "reliability.md"
     done = subprocess.run(
         [

@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from analytics import jobs, reference
-from analytics.synthetic import storage_record, synthetic_usage, usage_record, write_records
+from analytics.synthetic import (
+    storage_record,
+    synthetic_usage,
+    usage_record,
+    write_control_exports,
+    write_records,
+)
 from tests.integration.analytics.conftest import PRICES
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -152,6 +158,23 @@ def test_rerun_is_identical_and_late_records_are_picked_up(spark: Any, roots: tu
     assert invoice["tenant-0000"]["usage_micros"] > old["tenant-0000"]["usage_micros"]
     # and a second nightly run finds nothing changed
     assert _last_run_skips(spark, root, out)
+
+
+def test_a_new_installation_s_first_night_skips_the_days_before_it(spark: Any, tmp_path: Path) -> None:
+    # given: the first nightly run of a new installation: its exports and usage start on DAY
+    root, out = tmp_path / "metering", tmp_path / "analytics"
+    write_control_exports(root, DAY, PRICES)
+    write_records(root, "usage", synthetic_usage(DAY, tenants=2, brokers=1, minutes=10, seed=3))
+    # when: the run looks back over its late days, which have no inputs and never ran
+    result = jobs.run_job(spark, "billing", DAY, str(root), str(out), late_days=3)
+    # then: DAY is billed; the days before it are skipped, not failed for want of an export
+    assert [(d.date, d.skipped) for d in result.days] == [
+        (DAY, False),
+        ("2025-03-09", True),
+        ("2025-03-08", True),
+        ("2025-03-07", True),
+    ]
+    assert result.days[0].rows_in > 0 and _rows(spark, out, "usage_daily", f"date={DAY}")
 
 
 def _last_run_skips(spark: Any, root: Path, out: Path) -> bool:

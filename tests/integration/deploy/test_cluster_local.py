@@ -52,7 +52,7 @@ def run_script(action: str, state_dir: Path, timeout: float) -> subprocess.Compl
     env["MQCLOUD_PORT_RANGE"] = "{}-{}".format(*worker_port_range())
     # beat's periodic reconcile every few seconds, so the test sees it repair a broker
     env["MQ_RECONCILE_INTERVAL_S"] = str(RECONCILE_INTERVAL_S)
-    env["MQ_ANALYTICS_NIGHTLY_AT"] = "off"  # the nightly Spark jobs would hold the worker at 02:30 UTC
+    env["MQ_ANALYTICS_NIGHTLY_AT"] = "off"  # no Spark jobs' load at 02:30 UTC
     return subprocess.run(
         [sys.executable, str(SCRIPT), action, "--state-dir", str(state_dir)],
         cwd=REPO,
@@ -124,7 +124,15 @@ def test_cluster_up_serves_a_tenant_through_both_groups_and_down_leaves_nothing(
     assert all(low <= port <= high for port in ports), (ports, low, high)
     # given: every part runs as its own process, found by the marker the script sets
     names = {p.name.split("-", 1)[1].removesuffix(".pid") for p in (state_dir / "pids").glob("*.pid")}
-    assert {"postgres", "redis", "s3", "control-plane", "celery-worker", "celery-beat"} <= names
+    assert {
+        "postgres",
+        "redis",
+        "s3",
+        "control-plane",
+        "celery-worker",
+        "celery-analytics",
+        "celery-beat",
+    } <= names
     assert {"controller-0", "controller-1"} <= names
     assert {f"broker-{g}-{n}" for g in "ab" for n in range(3)} <= names
     assert len(cluster_processes(state_dir)) >= 14

@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600
 
 def test_broker_group_upgraded_node_by_node_stays_available(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
-    env["MQ_ANALYTICS_NIGHTLY_AT"] = "off"  # the nightly Spark jobs would hold the workers at 02:30 UTC
+    env["MQ_ANALYTICS_NIGHTLY_AT"] = "off"  # no Spark jobs' load at 02:30 UTC
     report = tmp_path / "upgrade.md"
     done = subprocess.run(
         [

@@ -39,7 +39,7 @@ SECRETS = {
     "secrets.CELERY_BROKER_URL": "redis://redis:6379/0",
     "secrets.MQ_CONTROLLER_DB": "postgresql://u:p@db:5432/mq",
 }
-ROLES = {"control-plane", "worker", "beat", "broker", "controller", "migrate", "manage"}
+ROLES = {"control-plane", "worker", "analytics-worker", "beat", "broker", "controller", "migrate", "manage"}
 
 
 def helm_template(*sets: str) -> subprocess.CompletedProcess[str]:
@@ -135,7 +135,12 @@ def test_helm_chart_renders_the_topology() -> None:
         assert claims[0]["metadata"]["name"] == "data"
         mounts = sts["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
         assert {"name": "data", "mountPath": "/var/lib/mqcloud"} in mounts
-    assert set(deployments) == {"mq-mqcloud-control-plane", "mq-mqcloud-worker", "mq-mqcloud-beat"}
+    assert set(deployments) == {
+        "mq-mqcloud-control-plane",
+        "mq-mqcloud-worker",
+        "mq-mqcloud-analytics-worker",
+        "mq-mqcloud-beat",
+    }
     assert deployments["mq-mqcloud-beat"]["spec"]["replicas"] == 1
     assert "mq-mqcloud-migrate-1" in by_kind(docs, "Job")
     # every broker group has a PodDisruptionBudget selecting exactly its pods
@@ -183,6 +188,7 @@ def test_helm_probes_hit_real_endpoints() -> None:
     }
     assert "readinessProbe" in main_of["mq-mqcloud-control-plane"]
     assert "livenessProbe" in main_of["mq-mqcloud-worker"]
+    assert "livenessProbe" in main_of["mq-mqcloud-analytics-worker"]
     for sts in by_kind(docs, "StatefulSet").values():
         broker = sts["spec"]["template"]["spec"]["containers"][0]
         assert "readinessProbe" in broker and "livenessProbe" in broker
@@ -275,6 +281,7 @@ def test_compose_file_has_the_topology_and_real_names() -> None:
         "migrate",
         "control-plane",
         "worker",
+        "analytics-worker",
         "beat",
         "controller-0",
         "controller-1",
@@ -302,8 +309,52 @@ def test_compose_file_has_the_topology_and_real_names() -> None:
     controllers = ours["broker-a-0"]["environment"]["MQ_BROKER_CONTROLLER"].split(",")
     assert controllers == [f"controller-{i}:{known_ports()['controller']}" for i in range(2)]
     # the schema is migrated before anything that uses the database starts
-    for name in ("control-plane", "worker", "beat"):
+    for name in ("control-plane", "worker", "analytics-worker", "beat"):
         assert ours[name]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+
+
+#
+# Celery queues: every form runs a worker for each
+#
+
+
+def _queue_of(words: list[str]) -> str | None:
+    """The queue a ``celery worker`` command line consumes (-Q), None for any other command."""
+    if "worker" not in words:
+        return None
+    return words[words.index("-Q") + 1] if "-Q" in words else "(every queue)"
+
+
+def _entrypoint_role_queues() -> dict[str, str | None]:
+    """Each entrypoint role's queue, from the command its case arm execs."""
+    arms = re.findall(r"^  ([a-z-]+)\)\n\s+exec (.+?) ;;", ENTRYPOINT.read_text(), re.MULTILINE)
+    return {role: _queue_of(shlex.split(command)) for role, command in arms}
+
+
+def test_every_deploy_form_runs_a_worker_for_each_celery_queue() -> None:
+    from django.conf import settings
+
+    from cli.commands.standalone import ANALYTICS_QUEUE, DEFAULT_QUEUE, celery_workers
+
+    # given: the queues the control plane routes its tasks to (the nightly jobs to their own)
+    assert (DEFAULT_QUEUE, ANALYTICS_QUEUE) == (
+        settings.CELERY_TASK_DEFAULT_QUEUE,
+        settings.MQ_ANALYTICS_QUEUE,
+    )
+    queues = {DEFAULT_QUEUE, ANALYTICS_QUEUE}
+    # then: the image's worker roles consume one queue each
+    roles = _entrypoint_role_queues()
+    assert (roles["worker"], roles["analytics-worker"]) == (DEFAULT_QUEUE, ANALYTICS_QUEUE)
+    # and every form runs both roles, or workers naming both queues
+    deployments = by_kind(render(), "Deployment")
+    helm_roles = {containers(d)[-1]["args"][0] for d in deployments.values()}
+    compose = yaml.safe_load((DEPLOY / "compose" / "compose.yaml").read_text())["services"]
+    compose_roles = {s["command"][0] for s in compose.values() if isinstance(s.get("command"), list)}
+    for found in (helm_roles, compose_roles):
+        assert {roles[r] for r in found if roles.get(r)} == queues, found
+    units = [shlex.split(parse_unit(u)["Service"]["ExecStart"][0]) for u in UNITS]
+    assert {_queue_of(words) for words in units} - {None} == queues
+    assert {_queue_of(argv) for _, argv in celery_workers("python", REPO)} == queues
 
 
 def _env_file(path: Path) -> dict[str, str]:
