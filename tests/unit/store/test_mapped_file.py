@@ -1,4 +1,5 @@
-"""MappedFile.write_head_last: a CommitLog run lands whole, its first 4 bytes (TOTALSIZE) last."""
+"""MappedFile.write_head_last: a CommitLog run lands whole, its first 4 bytes (TOTALSIZE) last, or
+in one pwrite when it lies within one page."""
 
 from __future__ import annotations
 
@@ -52,6 +53,31 @@ def test_one_buffer_is_written_whole_with_its_head_last(
     assert all(position > 100 for position, _ in calls[:-1])
     assert segment.read(100, len(data)) == bytes(data)
     assert segment.read(96, 4) == b"\0" * 4 and segment.read(5100, 4) == b"\0" * 4
+
+
+def test_a_run_within_one_page_is_one_pwrite(segment: MappedFile, monkeypatch: pytest.MonkeyPatch) -> None:
+    # given: a single 1 KiB message's record, inside the second page, and one that crosses into the third
+    small, crossing = bytearray(os.urandom(1000)), bytearray(os.urandom(1000))
+    calls = _record_pwrites(monkeypatch)
+    # when
+    segment.write_head_last(4096 + 100, [small], len(small))
+    segment.write_head_last(8192 - 500, [crossing], len(crossing))
+    # then: the first is one write, head included; the second keeps its head for last
+    assert calls[0] == (4196, 1000)
+    assert calls[1:] == [(8192 - 496, 996), (8192 - 500, 4)]
+    assert segment.read(4196, 1000) == bytes(small) and segment.read(7692, 1000) == bytes(crossing)
+
+
+def test_a_short_write_within_a_page_falls_back_to_the_head_last(
+    segment: MappedFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = bytearray(os.urandom(1000))
+    calls = _record_pwrites(monkeypatch, short_first=True)
+    segment.write_head_last(100, [data], len(data))
+    # the half written first had its head zeroed before the rest, and the head went last
+    assert calls[:2] == [(100, 1000), (100, 4)]
+    assert calls[-1] == (100, 4) and all(position > 100 for position, _ in calls[2:-1])
+    assert segment.read(100, len(data)) == bytes(data)
 
 
 def test_several_pieces_are_written_back_to_back_with_the_head_last(
