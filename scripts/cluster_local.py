@@ -478,12 +478,11 @@ def _up(cluster: Cluster, topology: Topology) -> dict[str, object]:
     )
     celery = [str(BIN / "celery"), "-A", "config"]
     worker = [*celery, "worker", "--loglevel", "INFO"]
-    concurrency = ["--concurrency", str(topology.celery_concurrency)]
-    cluster.spawn("celery-worker", [*worker, "-Q", DEFAULT_QUEUE, *concurrency], env)
+    slots = str(topology.celery_concurrency)
+    cluster.spawn("celery-worker", [*worker, "-Q", DEFAULT_QUEUE, "--concurrency", slots], env)
     # the nightly Spark jobs' own worker: a job holds its slot for minutes, none of provisioning's
-    cluster.spawn(
-        "celery-analytics", [*worker, "-Q", ANALYTICS_QUEUE, "-n", f"{ANALYTICS_QUEUE}@%h", "-c", "1"], env
-    )
+    analytics = [*worker, "-Q", ANALYTICS_QUEUE, "-n", f"{ANALYTICS_QUEUE}@%h", "--concurrency", "1"]
+    cluster.spawn("celery-analytics", analytics, env)
     cluster.spawn("celery-beat", [*celery, "beat", "--loglevel", "INFO"], env)
 
     api = f"http://127.0.0.1:{http_port}"
