@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 
@@ -10,9 +9,6 @@ import pytest
 
 from bench import broker_work
 from bench.broker_work import broker_send_figures, broker_work_figures
-from dataplane.broker import Broker
-from dataplane.config import BrokerSettings
-from dataplane.metadata import TopicConfig
 
 
 async def test_every_message_is_received_and_acked_once(tmp_path: Path) -> None:
@@ -58,9 +54,7 @@ async def test_the_send_figures_time_sends_that_were_stored() -> None:
     assert figures["broker_send_guard_us_per_call"] < figures["broker_send_us_per_call"], figures
 
 
-async def test_the_unguarded_sends_skip_admission_and_metering_only(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_the_unguarded_sends_skip_admission_and_metering_only(monkeypatch: pytest.MonkeyPatch) -> None:
     admitted: list[str] = []
     real_admit = broker_work.Guard.admit
 
@@ -69,14 +63,8 @@ async def test_the_unguarded_sends_skip_admission_and_metering_only(
         return real_admit(self, rpc, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(broker_work.Guard, "admit", admit)
-    broker = Broker(BrokerSettings(data_dir=tmp_path, listen="127.0.0.1:0", dev_mode=True))
-    broker.start(asyncio.get_running_loop())
-    try:
-        broker.metadata.create_topic(TopicConfig(name=broker_work.TOPIC, queue_count=broker_work.QUEUES))
+    async with broker_work._send_broker() as broker:  # the broker the send figures run on
         figures = await broker_work._guard_rounds(broker, 40)
-    finally:
-        broker.begin_shutdown()
-        broker.close()
     # each round's guarded run admits its calls and its warm-up's (a tenth more), its unguarded run
     # none; both stored every message (_send_us raises otherwise)
     assert admitted == ["SendMessage"] * (broker_work.GUARD_ROUNDS * 44)

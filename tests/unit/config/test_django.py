@@ -119,7 +119,7 @@ def test_the_nightly_analytics_schedule_follows_its_setting_and_can_be_off(tmp_p
         return _printed_by_settings(env, code).splitlines()
 
     assert nightly("04:15") == ["analytics-billing-nightly {4} {15}", "analytics-lag-nightly {4} {15}"]
-    assert nightly("off") == []  # test stacks turn it off: the jobs would hold their one worker
+    assert nightly("off") == []  # the test stacks turn it off: no Spark load during the tests
 
 
 def _printed_by_settings(env: dict[str, str], code: str) -> str:
