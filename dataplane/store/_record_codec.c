@@ -1133,34 +1133,33 @@ fail:
     return NULL;
 }
 
-/* index_put_keys(slot_table, dirty, fd, items, start, end, slot_num, entries_at, number, slots, diff,
+/* index_put_keys(slot_table, dirty, tail, items, start, end, slot_num, number, slots, diff,
  * physical_offset) -> (next number, slots in use, last physical offset, error): IndexFile.put_keys's
  * loop. The hash slots are ``slot_table`` (the file's slots kept in memory, a bytearray; ``dirty`` has
- * a byte per 4 KiB page of it, set to 1 when a slot of the page changes); the entries are written to
- * the file with pwrite on ``fd``, a chunk's (contiguous) in one call, before the slots that point at
- * them change. index_file.py says why nothing is written through a mapping.
- * ``error`` is None, or the exception that stopped the loop (a bad item, a failed or short pwrite),
- * returned rather than raised: the chunks before it are in the table already, and the caller must
- * count them, or its next put would reuse their entry numbers and cut the chains through them. */
+ * a byte per 4 KiB page of it, set to 1 when a slot of the page changes); the entries are appended to
+ * ``tail`` (a bytearray: the entries not yet written to the file, which IndexFile writes in runs), a
+ * chunk's before the slots that point at them change. index_file.py says why.
+ * ``error`` is None, or the exception that stopped the loop (a bad item, no memory), returned rather
+ * than raised: the chunks before it are in the table already, and the caller must count them, or its
+ * next put would reuse their entry numbers and cut the chains through them. */
 static PyObject *index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 12 || !PyList_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "index_put_keys(slot_table, dirty, fd, items: list, start, end, "
-                                         "slot_num, entries_at, number, slots, diff, physical_offset)");
+    if (nargs != 11 || !PyByteArray_Check(args[2]) || !PyList_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "index_put_keys(slot_table, dirty, tail: bytearray, items: list, "
+                                         "start, end, slot_num, number, slots, diff, physical_offset)");
         return NULL;
     }
-    long long v[9];
-    for (int i = 0; i < 9; i++) {
-        v[i] = PyLong_AsLongLong(args[i == 0 ? 2 : 3 + i]);
+    long long v[7];
+    for (int i = 0; i < 7; i++) {
+        v[i] = PyLong_AsLongLong(args[4 + i]);
         if (v[i] == -1 && PyErr_Occurred())
             return NULL;
     }
-    int fd = (int)v[0];
-    long long start = v[1], end = v[2], slot_num = v[3], entries_at = v[4], number = v[5], slots = v[6];
-    long long diff = v[7], physical_offset = v[8];
-    PyObject *items = args[3];
-    if (fd < 0 || start < 0 || end > PyList_GET_SIZE(items) || slot_num <= 0 || number <= 0 || diff < 0 ||
-        diff > INT32_MAX || entries_at < 0 || number + (end - start) > INT32_MAX) {
+    long long start = v[0], end = v[1], slot_num = v[2], number = v[3], slots = v[4];
+    long long diff = v[5], physical_offset = v[6];
+    PyObject *tail = args[2], *items = args[3];
+    if (start < 0 || end > PyList_GET_SIZE(items) || slot_num <= 0 || number <= 0 || diff < 0 ||
+        diff > INT32_MAX || number + (end - start) > INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "index_put_keys: arguments out of range");
         return NULL;
     }
@@ -1228,18 +1227,10 @@ static PyObject *index_put_keys(PyObject *module, PyObject *const *args, Py_ssiz
             put32(e + 12, (uint32_t)diff);
             put32(e + 16, (uint32_t)head);
         }
-        size_t n = (size_t)count * INDEX_ENTRY_SIZE;
-        off_t at = (off_t)(entries_at + number * INDEX_ENTRY_SIZE);
-        ssize_t wrote;
-        Py_BEGIN_ALLOW_THREADS
-        wrote = pwrite(fd, entries, n, at);
-        Py_END_ALLOW_THREADS
-        if (wrote != (ssize_t)n) {
-            if (wrote >= 0)
-                errno = ENOSPC; /* short: a full disk */
-            PyErr_SetFromErrno(PyExc_OSError);
+        Py_ssize_t had = PyByteArray_GET_SIZE(tail), n = (Py_ssize_t)count * INDEX_ENTRY_SIZE;
+        if (PyByteArray_Resize(tail, had + n) < 0) /* no memory, or a reader holds a view of it */
             goto fail;
-        }
+        memcpy(PyByteArray_AS_STRING(tail) + had, entries, (size_t)n);
         for (long long i = 0; i < count; i++) { /* in order: the newest key of a slot is set last */
             put32(table + slot_of[i] * 4, (uint32_t)(number + i));
             dirty[slot_of[i] * 4 / 4096] = 1;
@@ -1707,7 +1698,7 @@ static PyMethodDef methods[] = {
     {"index_newest_slot", (PyCFunction)index_newest_slot, METH_O,
      "index_newest_slot(slot_table) -> int: the largest big-endian int32 slot (0 if none is positive)."},
     {"index_put_keys", (PyCFunction)(void (*)(void))index_put_keys, METH_FASTCALL,
-     "index_put_keys(slot_table, dirty, fd, items, start, end, slot_num, entries_at, number, slots, diff, "
+     "index_put_keys(slot_table, dirty, tail, items, start, end, slot_num, number, slots, diff, "
      "physical_offset) "
      "-> (number, slots, last physical offset, error or None); IndexFile.put_keys' loop."},
     {"decode_record", (PyCFunction)(void (*)(void))decode_record, METH_FASTCALL,

@@ -27,20 +27,24 @@ by design, so thousands of their pages were dirty at every flush of the index, a
 20-30 ms of the broker's event loop in one go (docs/benchmarks.md, "Pauses on the event loop").
 
 So a file being written keeps its hash slots in memory (``slot_table``, read from the file at its
-first key after opening, with a map of the 4 KiB pages changed since) and writes its entries with
-pwrite as keys go in, each run of entries before the slots that point at them. :meth:`IndexFile.flush`
-writes the changed slot pages, then the header as it stood when the flush began, then fsyncs. On
-disk, then, the header (INDEX COUNT, END PHY OFFSET) is never ahead of the slots: recovery re-indexes
-from END PHY OFFSET whatever a crash (a killed process too: the slots in memory go with it) left out.
-Slots copied may be newer than the header; entries they point at were written before them, and a
-file opened for writing numbers its next entry past every slot (:meth:`_open_slots`), so none of
-those is overwritten. A key indexed again after a crash has two entries; lookups return each offset
-once (``IndexService.select``).
+first key after opening, with a map of the 4 KiB pages changed since), and its newest entries too:
+a put appends them to a tail in memory (lookups read them there), written to the file in one pwrite
+when it holds ``_TAIL_BYTES``, at a flush and at close; a single send's key then costs no system
+call of its own. Every write of entries and slots holds the file's lock, and the tail is written
+before any slot page, so on disk no slot points at an entry that is not there. :meth:`IndexFile.flush`
+writes the tail and the changed slot pages, then the header as it stood when the flush began, then
+fsyncs. On disk, then, the header (INDEX COUNT, END PHY OFFSET) is never ahead of the entries and
+slots: recovery re-indexes from END PHY OFFSET whatever a crash (a killed process too: the slots and
+tail in memory go with it) left out. Slots copied may be newer than the header; entries they point
+at were written before them, and a file opened for writing numbers its next entry past every slot
+(:meth:`_open_slots`), so none of those is overwritten. A key indexed again after a crash has two
+entries; lookups return each offset once (``IndexService.select``).
 """
 
 from __future__ import annotations
 
 import array
+import logging
 import os
 import struct
 import sys
@@ -54,6 +58,8 @@ from dataplane.store.mapped_file import MappedFile
 from dataplane.store.record import compiled_index_newest_slot, compiled_index_put_keys
 
 __all__ = ("INDEX_ENTRY", "INDEX_HEADER", "IndexFile", "key_hash")
+
+logger = logging.getLogger(__name__)
 
 INDEX_HEADER: Final = struct.Struct(
     ">"
@@ -77,7 +83,11 @@ _SLOTS_AT: Final = INDEX_HEADER.size
 _SLOT_SIZE: Final = _SLOT.size
 _ENTRY_SIZE: Final = INDEX_ENTRY.size
 _PAGE: Final = 4096  # bytes of hash slots per entry of the changed-page map
-_PAGES_PER_WRITE: Final = 64  # changed slot pages written per call at a flush
+# Changed slot pages written per call at a flush. The call holds the file's lock (a put waits for
+# it), so it is kept short: 64 KiB is a copy of some microseconds.
+_PAGES_PER_WRITE: Final = 16
+# Entries kept in memory before a put writes them out: one pwrite per 3,277 keys.
+_TAIL_BYTES: Final = 64 << 10
 
 
 def key_hash(key: str) -> int:
@@ -105,6 +115,10 @@ class IndexFile:
         self.slot_table: bytearray | None = None
         self._changed = bytearray()
         self._lock = threading.Lock()
+        # The entries not yet in the file and the number of its first: one tuple, replaced whole when
+        # the tail is written, so a lock-free lookup sees a tail and its numbering that agree.
+        self._tail: tuple[bytearray, int] = (bytearray(), 1)
+        self._tail_limit = _TAIL_BYTES  # raised past a failed write, so a full disk is not tried per put
         self.begin_timestamp: int
         self.end_timestamp: int
         self.begin_phy_offset: int
@@ -166,16 +180,16 @@ class IndexFile:
         table = self.slot_table if self.slot_table is not None else self._open_slots()
         number, slots = self.index_count, self.hash_slot_count
         end = min(len(items), start + self.max_num + 1 - number)
+        tail = self._tail[0]  # numbered up to ``number``: puts and tail writes hold the lock
         if compiled_index_put_keys is not None:  # the same loop in C (tests/unit/store/test_index.py)
             number, slots, physical_offset, error = compiled_index_put_keys(
                 table,
                 self._changed,
-                self.file.fd,
+                tail,
                 items if type(items) is list else list(items),
                 start,
                 end,
                 self.slot_num,
-                self._entries_at,
                 number,
                 slots,
                 diff,
@@ -183,18 +197,42 @@ class IndexFile:
             )
         else:
             number, slots, physical_offset, error = self._put_keys_python(
-                table, items, start, end, number, slots, diff
+                table, tail, items, start, end, number, slots, diff
             )
         if number != self.index_count:
-            # Counted even when a write failed part-way (a full disk): the keys before it are in the
+            # Counted even when the loop stopped part-way (a bad item): the keys before it are in the
             # slots, and a put reusing their entry numbers would cut the chains through them.
             self.hash_slot_count = slots
             self.end_timestamp = store_timestamp
             self.end_phy_offset = physical_offset
             self.index_count = number
+        if len(tail) >= self._tail_limit:
+            try:
+                self._write_tail()
+                self._tail_limit = _TAIL_BYTES
+            except OSError as exc:  # a full disk: the keys stay in memory, findable; tried again later
+                self._tail_limit = len(tail) + _TAIL_BYTES
+                logger.warning(
+                    "index %s: %d entries not written yet: %s",
+                    self.file.path.name,
+                    len(tail) // _ENTRY_SIZE,
+                    exc,
+                )
         if error is not None:
             raise error
         return end - start
+
+    def _write_tail(self) -> None:
+        """Write the entries kept in memory to the file (the caller holds the lock)."""
+        tail, first = self._tail
+        if tail:
+            self.file.write(self._entries_at + first * _ENTRY_SIZE, tail)
+            self._tail = (bytearray(), first + len(tail) // _ENTRY_SIZE)
+
+    def write_entries(self) -> None:
+        """Write every entry added so far to the file (a reader of the file's entries calls it first)."""
+        with self._lock:
+            self._write_tail()
 
     def _open_slots(self) -> bytearray:
         """Read the hash slots into memory for writing; the next entry is numbered past every slot
@@ -215,12 +253,14 @@ class IndexFile:
         if self.index_count <= newest <= self.max_num:
             self.index_count = newest + 1
         self._changed = bytearray(-(-len(table) // _PAGE))
+        self._tail = (bytearray(), self.index_count)
         self.slot_table = table
         return table
 
     def _put_keys_python(
         self,
         table: bytearray,
+        tail: bytearray,
         items: Sequence[tuple[str, int]],
         start: int,
         end: int,
@@ -230,9 +270,8 @@ class IndexFile:
     ) -> tuple[int, int, int, Exception | None]:
         """The loop of :meth:`put_keys`: (next entry number, slots in use, last physical offset, the
         error that stopped it or None: the keys before it are in the table and must be counted)."""
-        slot_num, entries_at = self.slot_num, self._entries_at
+        slot_num, changed = self.slot_num, self._changed
         unpack_slot, pack_slot, pack_entry = _SLOT.unpack_from, _SLOT.pack_into, INDEX_ENTRY.pack
-        write, changed = self.file.write, self._changed
         crc32 = zlib.crc32
         physical_offset = self.end_phy_offset
         try:
@@ -244,7 +283,7 @@ class IndexFile:
                 slot_pos = (h % slot_num) * _SLOT_SIZE
                 (head,) = unpack_slot(table, slot_pos)
                 fresh = head <= 0 or head >= number
-                write(entries_at + number * _ENTRY_SIZE, pack_entry(h, offset, diff, 0 if fresh else head))
+                tail += pack_entry(h, offset, diff, 0 if fresh else head)
                 slots += fresh
                 pack_slot(table, slot_pos, number)
                 changed[slot_pos // _PAGE] = 1
@@ -272,11 +311,17 @@ class IndexFile:
                 (number,) = _SLOT.unpack_from(table, slot_pos)
             else:
                 (number,) = _SLOT.unpack_from(mm, _SLOTS_AT + slot_pos)
+            # After the head: an entry the head (or its chain) names is in this tail or in the file.
+            tail, first = self._tail
+            in_tail = len(tail) // _ENTRY_SIZE
             limit = self.index_count
             while 0 < number < limit and len(result) < max_num:
-                ehash, phy, diff, prev = INDEX_ENTRY.unpack_from(
-                    mm, self._entries_at + number * INDEX_ENTRY.size
-                )
+                if 0 <= number - first < in_tail:
+                    ehash, phy, diff, prev = INDEX_ENTRY.unpack_from(tail, (number - first) * _ENTRY_SIZE)
+                else:
+                    ehash, phy, diff, prev = INDEX_ENTRY.unpack_from(
+                        mm, self._entries_at + number * _ENTRY_SIZE
+                    )
                 ts = self.begin_timestamp + diff * 1000
                 # TIME DIFF is in whole seconds: widen the window by one second on each side
                 if ehash == h and begin_ms - 1000 <= ts <= end_ms + 1000:
@@ -289,17 +334,19 @@ class IndexFile:
         return result
 
     def flush(self) -> None:
-        """Make every key added before the call durable: the changed slot pages, then the header as
-        it stood when the flush began, then an fsync. Runs beside puts (a checkpoint thread)."""
+        """Make every key added before the call durable: the entries in memory and the changed slot
+        pages, then the header as it stood when the flush began, then an fsync. Runs beside puts (a
+        checkpoint thread)."""
         table = self.slot_table
+        full = self.is_full  # before the writes: a put meanwhile that filled it changed the table after
         if table is not None:
             self._write_slots(table)
         self.file.msync()
-        if table is not None and self.is_full:  # no key goes in any more: lookups read the file
+        if table is not None and full:  # no key goes in any more: lookups read the file
             self.slot_table = None
 
     def _write_slots(self, table: bytearray) -> None:
-        with self._lock:  # a put is whole or not begun: the header below covers only slots set
+        with self._lock:  # a put is whole or not begun: the header below covers only entries written
             header = INDEX_HEADER.pack(
                 self.begin_timestamp,
                 self.end_timestamp,
@@ -308,18 +355,21 @@ class IndexFile:
                 self.hash_slot_count,
                 self.index_count,
             )
+            self._write_tail()
         changed = self._changed
         view = memoryview(table)
         try:
             page = 0
             while (page := changed.find(1, page)) >= 0:
                 run = page
-                while run < len(changed) and changed[run] and run - page < _PAGES_PER_WRITE:
-                    changed[run] = 0  # before the copy: a slot set meanwhile marks it again
-                    run += 1
-                # pwrite, without the interpreter's lock (puts go on meanwhile), 256 KiB at most: a
-                # write holds the file's lock, and the puts' writes of entries wait for it
-                self.file.write(_SLOTS_AT + page * _PAGE, view[page * _PAGE : run * _PAGE])
+                # Under the lock, the entries of the puts since before the slots that point at them;
+                # puts wait meanwhile (one short copy), so no slot copied names an entry not written.
+                with self._lock:
+                    self._write_tail()
+                    while run < len(changed) and changed[run] and run - page < _PAGES_PER_WRITE:
+                        changed[run] = 0
+                        run += 1
+                    self.file.write(_SLOTS_AT + page * _PAGE, view[page * _PAGE : run * _PAGE])
                 page = run
         finally:
             view.release()

@@ -92,7 +92,7 @@ class MappedFile:
     def is_full(self) -> bool:
         return self.wrote_position >= self.file_size
 
-    def write(self, position: int, data: bytes | memoryview) -> None:
+    def write(self, position: int, data: bytes | bytearray | memoryview) -> None:
         """Write ``data`` at ``position`` (relative), retrying short writes."""
         written = os.pwrite(self._fd, data, position)  # the usual case: all of it at once
         if written == len(data):

@@ -83,6 +83,7 @@ def _index_entries(index: IndexService, start: int, end: int) -> list[tuple[int,
 
 
 def _file_entries(f: IndexFile, start: int, end: int) -> list[tuple[int, int, int]]:
+    f.write_entries()  # the newest entries are kept in memory until a flush
     mm = f.file.mm
     entries_at = INDEX_HEADER.size + f.slot_num * _SLOT_SIZE
     size = INDEX_ENTRY.size

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from unittest.mock import patch
 
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataplane.store.index_file import INDEX_HEADER, IndexFile, key_hash
+from dataplane.store.index_file import INDEX_HEADER, IndexFile
 from dataplane.store.index_service import index_items_python
 from dataplane.store.record import compiled_index_items, compiled_index_newest_slot, compiled_index_put_keys
 from tests.unit.store.conftest import StoreFactory, msg
@@ -107,7 +108,7 @@ def _written(path: Path, batches: list[tuple[list[tuple[str, int]], int]], compi
             else:
                 with patch("dataplane.store.index_file.compiled_index_put_keys", None):
                     f.put_keys(items, start, 5_000)
-        f.file.msync()
+        f.flush()
         return path.read_bytes()
     finally:
         f.close()
@@ -206,7 +207,8 @@ def test_a_file_reopened_for_writing_numbers_past_every_slot(tmp_path: Path, com
     f.put_keys([(f"k{i}", i * 10) for i in range(20, 40)], 0, 1_000)
     table = f.slot_table
     assert table is not None
-    f.file.write(INDEX_HEADER.size, bytes(table))  # the slots went to disk, the header did not
+    f.write_entries()
+    f.file.write(INDEX_HEADER.size, bytes(table))  # the entries and slots went to disk, the header did not
     f.file.close()
     reopened = IndexFile(path, 16, 1000)
     try:
@@ -233,9 +235,74 @@ def test_a_failed_index_write_loses_keys_not_messages(make_store: StoreFactory) 
     assert [m.body for m in store.query_messages_by_key("ns%t", "k2")] == [b"found"]
 
 
+def test_a_key_costs_no_write_until_its_entries_fill_a_run(tmp_path: Path) -> None:
+    """A put keeps its entries in memory, where lookups find them; the file gets them in one write
+    once 64 KiB of them are waiting (or at a flush), and a reopened file finds them there."""
+    path = tmp_path / f"{0:020d}"
+    f = IndexFile(path, 4096, 10_000)
+    writes: list[int] = []
+    write = f.file.write
+    with patch.object(
+        f.file, "write", side_effect=lambda at, data: (writes.append(len(data)), write(at, data))
+    ):
+        for i in range(3_000):
+            f.put_keys([(f"k{i}", i * 10)], 0, 1_000)
+        assert writes == []  # 3,000 keys: 60,000 bytes of entries, none written yet
+        assert f.select("k7", 10, 0, 10_000) == [70] and f.select("k2999", 10, 0, 10_000) == [29_990]
+        for i in range(3_000, 3_400):
+            f.put_keys([(f"k{i}", i * 10)], 0, 1_000)
+        assert writes == [3_277 * 20]  # one write, at the put that took the tail past 64 KiB
+        assert all(f.select(f"k{i}", 10, 0, 10_000) == [i * 10] for i in range(0, 3_400, 97))
+    f.close()
+    reopened = IndexFile(path, 4096, 10_000)
+    try:
+        assert reopened.index_count == 3_401
+        assert all(reopened.select(f"k{i}", 10, 0, 10_000) == [i * 10] for i in range(3_400))
+    finally:
+        reopened.close()
+
+
+def test_a_put_during_a_flush_never_leaves_a_slot_on_disk_without_its_entry(tmp_path: Path) -> None:
+    """The flush writes the entries in memory before each run of slot pages, holding the file's lock:
+    a put racing it waits for the run, so after a crash (the process killed: what was written stays)
+    every slot on disk names an entry on disk, and every chain reaches the keys before it."""
+    path = tmp_path / f"{0:020d}"
+    f = IndexFile(path, 64, 10_000)
+    f.put_keys([(f"old{i}", i) for i in range(200)], 0, 1_000)  # chains of ~3 keys per slot
+    write = f.file.write
+    racer: list[threading.Thread] = []
+    waited: list[bool] = []
+
+    def put_new() -> None:
+        f.put_keys([(f"new{i}", 10_000 + i) for i in range(64)], 0, 1_000)  # a key in every slot
+
+    def slow_write(at: int, data: bytes | memoryview) -> None:
+        if at == INDEX_HEADER.size and not racer:  # the first run of slot pages, lock held
+            racer.append(threading.Thread(target=put_new))
+            racer[0].start()
+            racer[0].join(0.2)
+            waited.append(racer[0].is_alive())  # the put waits for the lock
+        write(at, data)
+
+    with patch.object(f.file, "write", side_effect=slow_write):
+        f.flush()
+    racer[0].join(5)
+    assert waited == [True]
+    assert f.select("new5", 10, 0, 10_000) == [10_005]
+    # The crash: the slots of the racing put may be on disk (copied by a later run), its entries
+    # must be too; what is on disk is all a reopened file has.
+    f.file.close()
+    reopened = IndexFile(path, 64, 10_000)
+    try:
+        assert reopened.index_count == 201  # the header as the flush began
+        assert all(reopened.select(f"old{i}", 10, 0, 10_000) == [i] for i in range(200))
+    finally:
+        reopened.close()
+
+
 # Run in a process of its own: RLIMIT_FSIZE makes a write past ``limit`` bytes of the file short, then
 # fail (EFBIG), as a full disk would; the limit must not reach the test runner's other writes.
-_WRITE_FAILS_PART_WAY = """
+_WRITE_FAILS = """
 import json, resource, signal, sys
 from pathlib import Path
 from unittest.mock import patch
@@ -244,42 +311,47 @@ from dataplane.store.record import compiled_index_put_keys
 
 path, compiled, limit = Path(sys.argv[1]), sys.argv[2] == "compiled", int(sys.argv[3])
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-f = IndexFile(path, 4096, 1000)  # the file has its full size before the limit is set
+f = IndexFile(path, 4096, 10_000)  # the file has its full size before the limit is set
 loop = compiled_index_put_keys if compiled else None
 with patch("dataplane.store.index_file.compiled_index_put_keys", loop):
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    for i in range(4_000):  # past 64 KiB of entries: the put tries to write them, and cannot
+        f.put_keys([(f"k{i}", i * 10)], 0, 1_000)
     try:
-        f.put_keys([(f"k{i}", i * 10) for i in range(100)], 0, 1_000)
+        f.flush()
         error = None
     except OSError as exc:
         error = exc.errno
+    found_meanwhile = [f.select(f"k{i}", 10, 0, 10_000) for i in range(0, 4_000, 7)]
     resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-    counted, slots = f.index_count, f.hash_slot_count
-    f.put_keys([(f"n{i}", 5_000 + i) for i in range(50)], 0, 1_000)
+    f.put_keys([(f"n{i}", 100_000 + i) for i in range(50)], 0, 1_000)
+    f.flush()
+f.file.close()
+reopened = IndexFile(path, 4096, 10_000)
 print(json.dumps({
     "error": error,
-    "counted": counted,
-    "slots": slots,
-    "first": [f.select(f"k{i}", 10, 0, 10_000) for i in range(100)],
-    "next": [f.select(f"n{i}", 10, 0, 10_000) for i in range(50)],
+    "found_meanwhile": found_meanwhile,
+    "first": [reopened.select(f"k{i}", 10, 0, 10_000) for i in range(4_000)],
+    "next": [reopened.select(f"n{i}", 10, 0, 10_000) for i in range(50)],
 }))
 """
 
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
-def test_a_write_failing_part_way_counts_the_keys_before_it(tmp_path: Path, compiled: bool) -> None:
-    """Entries are written a chunk (64 keys) at a time, each chunk's slots set after its write; when
-    a later write fails (a full disk), the keys before it stay counted: the next put takes new entry
-    numbers instead of overwriting theirs and cutting the chains through them."""
+def test_entries_a_full_disk_refused_stay_findable_and_are_written_later(
+    tmp_path: Path, compiled: bool
+) -> None:
+    """A write of the entries in memory that fails (a full disk) loses none of them: lookups find
+    them meanwhile, the flush reports the failure, and a flush once there is room writes them."""
     assert compiled_index_put_keys is not None, "the C extension is not built: run scripts/build_ext.py"
     entries_at = INDEX_HEADER.size + 4096 * 4
-    limit = entries_at + 20 * 65 + 10  # entries 1..64 fit; the 65th is cut short
+    limit = entries_at + 20 * 10  # not even the first run of entries fits
     done = subprocess.run(
         [
             sys.executable,
             "-c",
-            _WRITE_FAILS_PART_WAY,
+            _WRITE_FAILS,
             str(tmp_path / f"{0:020d}"),
             "compiled" if compiled else "python",
             str(limit),
@@ -291,9 +363,7 @@ def test_a_write_failing_part_way_counts_the_keys_before_it(tmp_path: Path, comp
     )
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
-    assert seen["error"] is not None  # the failure reached the caller
-    assert seen["counted"] == 65  # the 64 keys written before it
-    assert seen["slots"] == len({key_hash(f"k{i}") % 4096 for i in range(64)})  # theirs, no more
-    assert seen["first"][:64] == [[i * 10] for i in range(64)]
-    assert seen["first"][64:] == [[]] * 36  # lost: not written
-    assert seen["next"] == [[5_000 + i] for i in range(50)]
+    assert seen["error"] is not None  # the failure reached the flush's caller
+    assert seen["found_meanwhile"] == [[i * 10] for i in range(0, 4_000, 7)]
+    assert seen["first"] == [[i * 10] for i in range(4_000)]
+    assert seen["next"] == [[100_000 + i] for i in range(50)]

@@ -68,6 +68,7 @@ def test_manifest_load_takes_the_newest_copy(tmp_path: Path) -> None:
 def _crash_with_slots_ahead(f: IndexFile) -> None:
     """What a kill right after a flush copied slots newer than its header leaves on disk."""
     assert f.slot_table is not None
+    f.write_entries()  # a flush writes the entries in memory before the slots that point at them
     f.file.write(INDEX_HEADER.size, bytes(f.slot_table))
     f.file.close()
 
