@@ -89,13 +89,16 @@ def _day_files(spark: SparkSession, root: str, tree: str, day: str) -> list[io.I
 
 
 def _export(spark: SparkSession, root: str, tree: str, day: str, schema: Any, required: bool) -> DataFrame:
-    """The newest control-plane export on or before ``day`` (prices, groups)."""
+    """The newest control-plane export on or before ``day`` (prices, groups); for a day before the
+    first export (usage recorded before the control plane first exported), the first export: the
+    plans it lists are the earliest known."""
     found = io.latest_partition(spark, f"{root}/{tree}", "date", day)
+    if found is None:
+        found = next(iter(io.list_partitions(spark, f"{root}/{tree}", "date")), None)
     if found is None:
         if required:
             raise AnalyticsInputError(
-                f"no {tree} export on or before {day} under {root}/{tree}: "
-                "run `manage.py export_analytics_inputs` first"
+                f"no {tree} export under {root}/{tree}: run `manage.py export_analytics_inputs` first"
             )
         return spark.createDataFrame([], schema)
     return io.read_json(spark, schema, io.list_files(spark, f"{root}/{tree}/date={found}/*.jsonl"))
