@@ -210,5 +210,5 @@ def test_usage_before_the_first_export_is_billed_at_its_prices(spark: Any, tmp_p
 
 def test_missing_price_export_is_a_clear_error(spark: Any, tmp_path: Path) -> None:
     write_records(tmp_path / "m", "usage", synthetic_usage(DAY, tenants=1, brokers=1, minutes=2))
-    with pytest.raises(jobs.AnalyticsInputError, match="no prices export under .*export_analytics_inputs"):
+    with pytest.raises(jobs.AnalyticsInputError, match=r"no prices export under .*export_analytics_inputs"):
         jobs.run_job(spark, "billing", DAY, str(tmp_path / "m"), str(tmp_path / "out"))
