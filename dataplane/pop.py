@@ -134,6 +134,18 @@ class QueuePosition:
 
     def drop(self, offset: int) -> None:
         self.in_flight.pop(offset, None)
+        self._trim()
+
+    def drop_many(self, offsets: list[int]) -> None:
+        """:meth:`drop` of each of ``offsets`` (an ack's of one queue), the heaps looked at once."""
+        forget = self.in_flight.pop
+        for offset in offsets:
+            forget(offset, None)
+        self._trim()
+
+    def _trim(self) -> None:
+        """Rebuild a heap that holds many more items than messages in flight (they are dropped
+        lazily, when they reach its top)."""
         low = self.low
         if len(low) > 2 * len(self.in_flight) + 1024:  # acks behind a long-unacked message
             self.low = list(self.in_flight)
@@ -729,17 +741,14 @@ class PopState:
         the committed offset; True when the queue holds FIFO messages that may now be deliverable."""
         pos = self.position(group, topic, queue_id)
         before = pos.committed()
-        drop = pos.drop
+        pos.drop_many(offsets)  # as _apply({"op": "ack", ...}) does for each
         groups, held = pos.groups, pos.held
-        head = f'{{"op":"ack","g":{_json_str(group)},"t":{_json_str(topic)},"q":{int(queue_id)},"o":'
-        lines = []
-        for offset in offsets:
-            drop(offset)  # as _apply({"op": "ack", ...}) does
-            if groups:
+        if groups:
+            for offset in offsets:
                 groups.pop(offset, None)
                 held.discard(offset)
-            lines.append(f"{head}{int(offset)}}}\n")
-        self._append_lines(lines)
+        head = f'{{"op":"ack","g":{_json_str(group)},"t":{_json_str(topic)},"q":{int(queue_id)},"o":'
+        self._append_lines([f"{head}{int(offset)}}}\n" for offset in offsets])
         self._commit(group, topic, queue_id, before)
         return bool(held)
 
