@@ -40,6 +40,11 @@ Figures (``--json PATH`` writes them):
                                  mean count, and the medians from the call to its first message and
                                  from its first message to its last (each streamed message is one
                                  completion on each side of the call)
+- e2e_receive_write_ms / e2e_receive_writes_over_5ms   in that run, our broker's receives that
+                                 returned messages (``mq_broker_receive_write_seconds``): the mean
+                                 time from their messages taken to the last response handed to
+                                 gRPC, which takes one response per round trip through the loop, and
+                                 the share of receives that took more than 5 ms
 - grpc_ceiling_e2e_p99_ms(_at_300_msgs_per_s) / _e2e_send_p99_ms / _e2e_server_cpu / _e2e_client_cpu
   / _e2e_consumers_cpu / _e2e_p99_ms_first_fifth / _last_fifth / _e2e_receive_batch / ...
                                  the e2e_p99_ms run (and the 300 msgs/s one) through the bare server
@@ -803,16 +808,42 @@ async def run_consume_only(count: int = 40_000) -> dict[str, Any]:
     return results
 
 
+def receive_writes(metrics_port: int) -> tuple[float, float, float]:
+    """From the broker's /metrics, ``mq_broker_receive_write_seconds`` so far: (receives, seconds in
+    all, receives written within 5 ms)."""
+    text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text
+    samples = {
+        (x.name, x.labels.get("le")): x.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "mq_broker_receive_write_seconds"
+        for x in family.samples
+    }
+    return (
+        samples.get(("mq_broker_receive_write_seconds_count", None), 0.0),
+        samples.get(("mq_broker_receive_write_seconds_sum", None), 0.0),
+        samples.get(("mq_broker_receive_write_seconds_bucket", "0.005"), 0.0),
+    )
+
+
 async def e2e_figures(
-    where: str, consumers: ConsumerProcess, pid: int, prefix: str, server: str, seconds: float
+    where: str,
+    consumers: ConsumerProcess,
+    pid: int,
+    prefix: str,
+    server: str,
+    seconds: float,
+    metrics_port: int = 0,
 ) -> dict[str, float]:
     """The e2e_p99_ms run against ``where`` (5,000 msgs/s through the SDK's batching producer, 1 ms
     delay) and its figures, named with ``prefix``: the p99s (all, first and last fifth, sends), the
     cores busy (``server`` names the serving process's: ``broker`` or ``server``), the stolen share,
-    and the receives' shape (see :func:`e2e_latency`)."""
+    and the receives' shape (see :func:`e2e_latency`); with ``metrics_port`` (our broker's), how
+    long its receives took to hand their streams to gRPC (``e2e_receive_write_ms``, the mean, and
+    ``e2e_receive_writes_over_5ms``, the share that took longer)."""
     cpu: dict[str, float] = {}
     drift: dict[str, float] = {}
     shape: dict[str, float] = {}
+    writes = receive_writes(metrics_port) if metrics_port else None
     high, high_send = await e2e_latency(
         where,
         consumers,
@@ -834,22 +865,28 @@ async def e2e_figures(
         f"{prefix}e2e_consumers_cpu": cpu["consumers"],
         f"{prefix}e2e_steal_share": cpu["steal"],
     }
+    if writes is not None:
+        count, total, quick = (b - a for a, b in zip(writes, receive_writes(metrics_port), strict=True))
+        figures[f"{prefix}e2e_receive_write_ms"] = total / count * 1000 if count else 0.0
+        figures[f"{prefix}e2e_receive_writes_over_5ms"] = (count - quick) / count if count else 0.0
     return figures | {f"{prefix}e2e_receive_{key}": value for key, value in shape.items()}
 
 
 async def e2e_rounds(
-    pair: list[tuple[str, str, int]], consumers: ConsumerProcess, seconds: float
+    pair: list[tuple[str, str, int]], consumers: ConsumerProcess, seconds: float, metrics_port: int = 0
 ) -> dict[str, Any]:
     """The e2e_p99_ms run against each (prefix, target, pid) of ``pair`` (ours: prefix "", the relay:
     "grpc_ceiling_"), ROUNDS rounds in alternation (a, b; b, a; ...): each figure's median and every
     round's in ``<figure>_rounds``. A run of a few seconds has one to a few hundred receipts past
     its p99, so one slow stretch of the machine moved it by half; the median of alternating rounds
-    is what the other comparisons with a peer already report."""
+    is what the other comparisons with a peer already report. ``metrics_port``: our broker's (prefix
+    ""), for its receives' write times."""
     rounds: dict[str, list[dict[str, float]]] = {prefix: [] for prefix, _, _ in pair}
     for round_ in range(ROUNDS):
         for prefix, where, server in pair if round_ % 2 == 0 else pair[::-1]:
             name = "server" if prefix else "broker"
-            rounds[prefix].append(await e2e_figures(where, consumers, server, prefix, name, seconds))
+            port = 0 if prefix else metrics_port
+            rounds[prefix].append(await e2e_figures(where, consumers, server, prefix, name, seconds, port))
     return medians(rounds)
 
 
@@ -859,14 +896,15 @@ async def run_e2e_only(e2e_consumers: int = E2E_CONSUMERS, seconds: float = 6) -
     (``--e2e-only``: quick A/B of the delivery path)."""
     relay_port = free_port()
     relay_argv = [sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(relay_port), "--relay"]
+    metrics_port = free_port()
     with (
         process(relay_argv, relay_port) as relay,
-        our_broker("async") as (target, pid),
+        our_broker("async", metrics_port) as (target, pid),
         ConsumerProcess(e2e_consumers) as consumers,
     ):
         await produce(target, 100_000, 64, 8)
         pair = [("grpc_ceiling_", f"127.0.0.1:{relay_port}", relay.pid), ("", target, pid)]
-        results = await e2e_rounds(pair, consumers, seconds)
+        results = await e2e_rounds(pair, consumers, seconds, metrics_port)
     results["e2e_vs_grpc_ceiling"] = results["e2e_p99_ms"] / results["grpc_ceiling_e2e_p99_ms"]
     return results
 
@@ -943,7 +981,10 @@ async def run(quick: bool, e2e_consumers: int = E2E_CONSUMERS) -> dict[str, Any]
         # messages in memory (the latency the framework and these clients allow on this machine),
         # in alternating rounds: medians.
         results |= await e2e_rounds(
-            [("", target, pid), ("grpc_ceiling_", relay_target, relay.pid)], consumers, 2 if quick else 6
+            [("", target, pid), ("grpc_ceiling_", relay_target, relay.pid)],
+            consumers,
+            2 if quick else 6,
+            metrics_port,
         )
         # (1 s with --quick: its backlog drains for several seconds more on a slow machine)
         single, single_send = await e2e_latency(target, consumers, rate=5000, seconds=1 if quick else 10)

@@ -29,7 +29,7 @@ from dataplane.errors import (
 )
 from dataplane.filters import MessageFilter, compile_filter
 from dataplane.metadata import GroupConfig
-from dataplane.metrics import TRAFFIC_OUT
+from dataplane.metrics import RECEIVE_WRITE, TRAFFIC_OUT
 from dataplane.names import BROADCAST_SEP, base_group, dlq_topic, resolve
 from dataplane.pop import ATTEMPT, NONCE, OFFSET, UNTIL, WAITING, InFlight
 from dataplane.receipt import ReceiptHandle
@@ -84,6 +84,7 @@ _ENC_IDENTITY = pb.Encoding.IDENTITY
 _MT_NORMAL = pb.MessageType.NORMAL
 _CODE_OK = int(pb.Code.OK)
 _HIDDEN_KEYS = p.SYSTEM_PROPERTY_KEYS
+_WRITE = RECEIVE_WRITE.labels()  # the child once, not a labels() lookup per receive
 _MT_BY_TEXT = {str(int(v)): int(v) for v in pb.MessageType.values()}  # the stored __MQ_TYPE text
 
 
@@ -583,6 +584,7 @@ async def receive_message(
         )
         yield svc.ReceiveMessageResponse(delivery_timestamp=_ts(_now_ms()))
         return
+    taken = time.perf_counter()
     yield svc.ReceiveMessageResponse(status=OK_STATUS)
     echo = pb.Resource(resource_namespace=ns, name=request.message_queue.topic.name)
     store_host = broker.settings.advertise or broker.settings.listen
@@ -610,6 +612,7 @@ async def receive_message(
     yield svc.ReceiveMessageResponse(delivery_timestamp=_ts(_now_ms()))
     # Reached once the whole stream was handed over (not when the call was cancelled on the way:
     # then the messages come back when their invisible time runs out, as for any receive).
+    _WRITE.observe(time.perf_counter() - taken)
     if request.auto_renew and client_id:  # a push consumer: kept invisible while it is connected
         _register_renewals(broker, group.name, topic_name, client_id, popped)
 

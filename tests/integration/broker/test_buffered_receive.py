@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from dataplane import buffered_stream
 from dataplane.config import BrokerSettings
@@ -96,5 +97,42 @@ async def test_receive_and_pull_answers_are_hinted(node: str, hinted: list[bytes
         assert kinds == ["status"] + ["message"] * 5 + ["next_offset"]
         assert pulled[-1].next_offset == 5
         assert [svc.PullMessageResponse.FromString(raw) for raw in hinted] == pulled[1:]
+    finally:
+        v2.close()
+
+
+def _receive_writes() -> tuple[float, float]:
+    """(receives observed, seconds in all) of mq_broker_receive_write_seconds so far."""
+    count = REGISTRY.get_sample_value("mq_broker_receive_write_seconds_count") or 0.0
+    total = REGISTRY.get_sample_value("mq_broker_receive_write_seconds_sum") or 0.0
+    return count, total
+
+
+async def test_a_receive_s_write_time_covers_its_whole_stream(
+    node: str, hinted: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mq_broker_receive_write_seconds times a receive from its messages taken to the last response
+    handed to gRPC: with each hinted write made 20 ms slower, a receive of 5 messages (6 hinted
+    writes) counts at least 120 ms; a receive that finds nothing is not counted."""
+    counting = buffered_stream._send_message
+
+    async def slow(*args: Any) -> Any:
+        await asyncio.sleep(0.02)
+        return await counting(*args)
+
+    monkeypatch.setattr(buffered_stream, "_send_message", slow)
+    v2 = V2(node)
+    try:
+        for i in range(5):
+            assert (await asyncio.to_thread(v2.send, TOPIC, f"m{i}".encode())).status.code == pb.Code.OK
+        before = _receive_writes()
+        frames = await asyncio.to_thread(v2.receive, GROUP, TOPIC, batch=32)
+        assert [f.WhichOneof("content") for f in frames].count("message") == 5
+        count, total = _receive_writes()
+        assert count == before[0] + 1
+        assert total - before[1] >= 6 * 0.02
+        empty = await asyncio.to_thread(v2.receive, GROUP, TOPIC, batch=32, poll_s=0.2)
+        assert empty[0].status.code == pb.Code.MESSAGE_NOT_FOUND
+        assert _receive_writes()[0] == count
     finally:
         v2.close()
