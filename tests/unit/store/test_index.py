@@ -367,3 +367,36 @@ def test_entries_a_full_disk_refused_stay_findable_and_are_written_later(
     assert seen["found_meanwhile"] == [[i * 10] for i in range(0, 4_000, 7)]
     assert seen["first"] == [[i * 10] for i in range(4_000)]
     assert seen["next"] == [[100_000 + i] for i in range(50)]
+
+
+def test_a_file_filled_during_a_flush_keeps_its_slots_until_the_next(tmp_path: Path) -> None:
+    """A put that fills the file while a flush runs (here: just before the flush writes the header)
+    set slots the flush had already copied past. The flush keeps the slots in memory (the file was
+    not full when it began), so the keys are found, and the next flush writes them."""
+    path = tmp_path / f"{0:020d}"
+    f = IndexFile(path, 64, 100)
+    f.put_keys([(f"k{i}", i) for i in range(90)], 0, 1_000)
+    write = f.file.write
+    filled: list[bool] = []
+
+    def fill_before_the_header(at: int, data: bytes | memoryview) -> None:
+        if at == 0 and not filled:  # the header, written without the lock
+            filled.append(True)
+            f.put_keys([(f"late{i}", 1_000 + i) for i in range(20)], 0, 1_000)  # 10 fit
+        write(at, data)
+
+    with patch.object(f.file, "write", side_effect=fill_before_the_header):
+        f.flush()
+    assert filled and f.is_full
+    late = [f.select(f"late{i}", 10, 0, 10_000) for i in range(10)]
+    assert late == [[1_000 + i] for i in range(10)]
+    f.flush()
+    assert f.slot_table is None  # full and flushed: lookups read the file
+    assert [f.select(f"late{i}", 10, 0, 10_000) for i in range(10)] == late
+    f.close()
+    reopened = IndexFile(path, 64, 100)
+    try:
+        assert [reopened.select(f"late{i}", 10, 0, 10_000) for i in range(10)] == late
+        assert all(reopened.select(f"k{i}", 10, 0, 10_000) == [i] for i in range(90))
+    finally:
+        reopened.close()
