@@ -866,9 +866,9 @@ async def e2e_figures(
         f"{prefix}e2e_steal_share": cpu["steal"],
     }
     if writes is not None:
-        count, total, quick = (b - a for a, b in zip(writes, receive_writes(metrics_port), strict=True))
+        count, total, within = (b - a for a, b in zip(writes, receive_writes(metrics_port), strict=True))
         figures[f"{prefix}e2e_receive_write_ms"] = total / count * 1000 if count else 0.0
-        figures[f"{prefix}e2e_receive_writes_over_5ms"] = (count - quick) / count if count else 0.0
+        figures[f"{prefix}e2e_receive_writes_over_5ms"] = (count - within) / count if count else 0.0
     return figures | {f"{prefix}e2e_receive_{key}": value for key, value in shape.items()}
 
 
