@@ -225,7 +225,7 @@ def run_job(
         current = io.fingerprint(files)
         last = _last_fingerprint(spark, output, job, earlier)
         # A day that never ran and has no inputs has nothing to (re-)run: a new installation's first
-        # nights, whose earlier days predate every control-plane export the run would need.
+        # nights look back at days before it existed (billed, they would invoice monthly fees for them).
         if last == current or (last is None and not files):
             results.append(DayResult(earlier, input_files=len(files), fingerprint=current, skipped=True))
             continue

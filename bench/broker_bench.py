@@ -645,13 +645,18 @@ def _over(samples: list[Any], count: float, bound: str) -> float:
     return count - sum(x.value for x in samples if x.name.endswith("_bucket") and x.labels["le"] == bound)
 
 
+def metric_samples(metrics_port: int) -> dict[str, list[Any]]:
+    """The samples of each metric family on the broker's /metrics, by family name."""
+    text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text
+    return {family.name: family.samples for family in text_string_to_metric_families(text)}
+
+
 def broker_metric_figures(metrics_port: int) -> dict[str, float]:
     """From one read of the broker's /metrics: its garbage-collector pauses so far
     (``mq_gc_pause_seconds``, dataplane/heap.py), the start-up objects it froze
     (``mq_gc_frozen_objects``) and how often its event loop ran late (``mq_event_loop_lag_seconds``,
     probed every 50 ms, dataplane/loop_lag.py)."""
-    text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text
-    families = {family.name: family.samples for family in text_string_to_metric_families(text)}
+    families = metric_samples(metrics_port)
     frozen = sum(x.value for x in families.get("mq_gc_frozen_objects", []))
     pauses = families.get("mq_gc_pause_seconds", [])
     count = sum(x.value for x in pauses if x.name.endswith("_count"))
@@ -811,13 +816,8 @@ async def run_consume_only(count: int = 40_000) -> dict[str, Any]:
 def receive_writes(metrics_port: int) -> tuple[float, float, float]:
     """From the broker's /metrics, ``mq_broker_receive_write_seconds`` so far: (receives, seconds in
     all, receives written within 5 ms)."""
-    text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text
-    samples = {
-        (x.name, x.labels.get("le")): x.value
-        for family in text_string_to_metric_families(text)
-        if family.name == "mq_broker_receive_write_seconds"
-        for x in family.samples
-    }
+    family = metric_samples(metrics_port).get("mq_broker_receive_write_seconds", [])
+    samples = {(x.name, x.labels.get("le")): x.value for x in family}
     return (
         samples.get(("mq_broker_receive_write_seconds_count", None), 0.0),
         samples.get(("mq_broker_receive_write_seconds_sum", None), 0.0),
