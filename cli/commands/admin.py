@@ -23,6 +23,8 @@ _state: dict[str, Any] = {"broker": "127.0.0.1:8081", "json": False, "output": "
 
 TOPIC_COLUMNS = ("name", "queue_count", "message_type", "retention_hours", "max_message_bytes", "namespace")
 GROUP_COLUMNS = ("name", "fifo", "max_delivery_attempts", "broadcast", "namespace")
+# Where an operator finds the token a broker outside development mode asks for.
+TOKEN_HINT = "pass --token or set MQ_BROKER_ADMIN_TOKEN; mqctl standalone prints its broker's at start"
 
 
 @app.callback()
@@ -65,7 +67,10 @@ def _client() -> Iterator[BrokerAdminClient]:
     try:
         yield client
     except BrokerAdminError as exc:
-        abort(f"{exc.code}: {exc.message}")
+        hint = ""
+        if exc.code == "UNAUTHENTICATED" and not _state["token"]:
+            hint = f" (no token given: {TOKEN_HINT})"
+        abort(f"{exc.code}: {exc.message}{hint}")
     finally:
         client.close()
 

@@ -246,8 +246,12 @@ def _print_banner(demo: dict[str, object], data_dir: Path, with_broker: bool, co
         f"  API          {api['url']}   token {api['token']}",
         f"  OpenAPI      {api['schema']}   (docs at /api/docs/)",
     ]
-    if with_broker and isinstance(demo.get("broker"), dict):
-        lines.append(f"  broker       {demo['broker']['endpoint']}  (RocketMQ v2 gRPC)")  # type: ignore[index]
+    broker = demo.get("broker")
+    if with_broker and isinstance(broker, dict):
+        lines.append(f"  broker       {broker['endpoint']}  (RocketMQ v2 gRPC)")
+        if broker.get("admin_token"):  # its admin API is closed without it (not development mode)
+            how = "mqctl admin --token, or MQ_BROKER_ADMIN_TOKEN"
+            lines.append(f"               admin token {broker['admin_token']}  ({how})")
     if controller:
         lines.append(f"  controller   {controller}  (HA; the broker is a one-node group)")
     tenant = demo.get("tenant")

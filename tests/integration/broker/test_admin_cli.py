@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
 from mqcloud.admin_client import BrokerAdminClient, quota_limits
+from tests.conftest import free_port
 from tests.integration.broker.conftest import BrokerProcess
 
 pytestmark = pytest.mark.integration
@@ -72,3 +74,34 @@ def test_bad_input_is_a_one_line_error(broker: BrokerProcess) -> None:
     code, out, err = _run(broker, "acl", "delete", "missing", "--namespace", "acme")
     assert code != 0 and "Traceback" not in out + err
     assert len((out + err).strip().splitlines()) == 1
+
+
+def test_a_call_without_the_token_says_where_to_get_it(tmp_path: Path) -> None:
+    # given: a broker as in production, its admin API behind a token
+    broker = BrokerProcess(
+        tmp_path / "broker", free_port(), dev=False, env={"MQ_BROKER_ADMIN_TOKEN": "t0k-1"}
+    )
+    broker.start()
+    try:
+        runner = CliRunner()
+        argv = ["admin", "--broker", broker.target, "--json", "topic", "list"]
+        # when: no token is given (none in the environment either)
+        refused = runner.invoke(app, argv, env={"MQ_BROKER_ADMIN_TOKEN": None})
+        # then: one line saying what was refused and how to pass the token
+        assert refused.exit_code != 0
+        said = (refused.stdout + refused.stderr).strip()
+        assert "UNAUTHENTICATED" in said and "pass --token or set MQ_BROKER_ADMIN_TOKEN" in said, said
+        assert len(said.splitlines()) == 1
+        # a wrong token is refused without the hint (the operator gave one); the right one works
+        wrong = runner.invoke(
+            app, [argv[0], "--token", "nope", *argv[1:]], env={"MQ_BROKER_ADMIN_TOKEN": None}
+        )
+        assert wrong.exit_code != 0 and "invalid operator credentials" in wrong.stderr
+        assert "pass --token" not in wrong.stderr
+        allowed = runner.invoke(
+            app, [argv[0], "--token", "t0k-1", *argv[1:]], env={"MQ_BROKER_ADMIN_TOKEN": None}
+        )
+        assert allowed.exit_code == 0, allowed.stdout + allowed.stderr
+        assert json.loads(allowed.stdout) == []
+    finally:
+        broker.stop()

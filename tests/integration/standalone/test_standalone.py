@@ -225,6 +225,8 @@ def test_standalone_serves_and_stops_cleanly(tmp_path: Path) -> None:
         assert proc.stdout is not None
         said = proc.stdout.read().decode()
         assert "broker exited with code -9; restarting it in 1 s" in said, said
+        # the banner names the broker's admin token, which mqctl admin needs outside development mode
+        assert f"admin token {demo['broker']['admin_token']}" in said, said
         time.sleep(0.5)
         assert processes_with_data_dir(data_dir.resolve()) == []
         # the broker metered the demo tenant into .data/metering (flushed at shutdown)
