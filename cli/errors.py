@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ("CliError", "ExitCode", "exit_code_for_status", "from_exception")
+__all__ = ("CliError", "ExitCode", "exit_code_for_grpc", "exit_code_for_status", "from_exception")
 
 
 class ExitCode(IntEnum):
@@ -49,6 +49,27 @@ def exit_code_for_status(status: int) -> ExitCode:
     if status in (502, 503, 504):
         return ExitCode.UNAVAILABLE
     return ExitCode.ERROR
+
+
+# A broker's gRPC status (by name) -> the exit code of the same meaning (mqctl admin talks gRPC).
+_GRPC_EXIT_CODES = {
+    "INVALID_ARGUMENT": ExitCode.USAGE,
+    "OUT_OF_RANGE": ExitCode.USAGE,
+    "NOT_FOUND": ExitCode.NOT_FOUND,
+    "PERMISSION_DENIED": ExitCode.PERMISSION,
+    "UNAUTHENTICATED": ExitCode.UNAUTHENTICATED,
+    "ALREADY_EXISTS": ExitCode.CONFLICT,
+    "FAILED_PRECONDITION": ExitCode.CONFLICT,
+    "RESOURCE_EXHAUSTED": ExitCode.CONFLICT,
+    "ABORTED": ExitCode.CONFLICT,
+    "UNAVAILABLE": ExitCode.UNAVAILABLE,
+    "DEADLINE_EXCEEDED": ExitCode.UNAVAILABLE,
+}
+
+
+def exit_code_for_grpc(code: str) -> ExitCode:
+    """The exit code for a gRPC status code name (``NOT_FOUND``, ...)."""
+    return _GRPC_EXIT_CODES.get(code, ExitCode.ERROR)
 
 
 def from_exception(exc: BaseException) -> CliError | None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 if TYPE_CHECKING:
-    from mqcloud.admin_client import BrokerAdminClient
+    from mqcloud.admin_client import BrokerAdminClient, BrokerAdminError
 
 __all__ = ("app",)
 
@@ -60,19 +60,24 @@ def main(
 
 @contextmanager
 def _client() -> Iterator[BrokerAdminClient]:
-    from cli.output import abort
     from mqcloud.admin_client import BrokerAdminClient, BrokerAdminError
 
     client = BrokerAdminClient(_state["broker"], token=_state["token"])
     try:
         yield client
     except BrokerAdminError as exc:
-        hint = ""
-        if exc.code == "UNAUTHENTICATED" and not _state["token"]:
-            hint = f" (no token given: {TOKEN_HINT})"
-        abort(f"{exc.code}: {exc.message}{hint}")
+        fail(exc)
     finally:
         client.close()
+
+
+def fail(exc: BrokerAdminError) -> NoReturn:
+    """Exit with a broker's refusal as one line, and the exit code of its meaning (docs/cli.md)."""
+    from cli.errors import exit_code_for_grpc
+    from cli.output import abort
+
+    hint = f" (no token given: {TOKEN_HINT})" if exc.code == "UNAUTHENTICATED" and not _state["token"] else ""
+    abort(f"{exc.code}: {exc.message}{hint}", exit_code_for_grpc(exc.code))
 
 
 def _show(rows: list[dict[str, Any]], columns: tuple[str, ...], title: str | None = None) -> None:
@@ -115,7 +120,7 @@ Name = Annotated[str, typer.Argument(help="Qualified name ns%name (or bare name 
 @topic_app.command("create")
 def topic_create(
     name: Name,
-    queues: Annotated[int, typer.Option("--queues")] = 8,
+    queues: Annotated[int, typer.Option("--queues", min=1, help="Number of queues.")] = 8,
     message_type: Annotated[
         str, typer.Option("--type", help="NORMAL|FIFO|DELAY|TRANSACTION|MIXED")
     ] = "NORMAL",
@@ -139,7 +144,7 @@ def topic_create(
 @topic_app.command("update")
 def topic_update(
     name: Name,
-    queues: Annotated[int | None, typer.Option("--queues")] = None,
+    queues: Annotated[int | None, typer.Option("--queues", min=1, help="Number of queues.")] = None,
     message_type: Annotated[str | None, typer.Option("--type")] = None,
     retention_hours: Annotated[int | None, typer.Option("--retention-hours")] = None,
     max_message_bytes: Annotated[int | None, typer.Option("--max-message-bytes")] = None,

@@ -15,8 +15,8 @@ REPLICA_COLUMNS = ("node", "confirmed_offset", "lag_bytes", "in_sync", "lag_p99_
 @app.command("status")
 def status() -> None:
     """The group as the broker (``--broker``) and its controller see it."""
-    from cli.commands.admin import _state
-    from cli.output import abort, print_json, print_table
+    from cli.commands.admin import _state, fail
+    from cli.output import print_json, print_table
     from mqcloud.admin_client import BrokerAdminError
     from mqcloud.admin_cluster import ClusterAdminClient
 
@@ -24,7 +24,7 @@ def status() -> None:
         with ClusterAdminClient(_state["broker"], token=_state["token"]) as client:
             data = client.status()
     except BrokerAdminError as exc:
-        abort(f"{exc.code}: {exc.message}")
+        fail(exc)
     if _state["json"]:
         print_json(data)
         return

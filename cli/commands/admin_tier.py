@@ -41,8 +41,8 @@ def status(
     namespace: Annotated[str, typer.Option("--namespace", help="Only topics of this namespace")] = "",
 ) -> None:
     """Offload progress and lag, bytes local vs tiered (total and per topic), cold-read cache."""
-    from cli.commands.admin import _state
-    from cli.output import abort, print_json, print_table
+    from cli.commands.admin import _state, fail
+    from cli.output import print_json, print_table
     from mqcloud.admin_client import BrokerAdminError, to_dict
     from mqcloud.admin_tier import TierAdminClient
 
@@ -50,7 +50,7 @@ def status(
         with TierAdminClient(_state["broker"], token=_state["token"]) as client:
             data: dict[str, Any] = to_dict(client.status(namespace))
     except BrokerAdminError as exc:
-        abort(f"{exc.code}: {exc.message}")
+        fail(exc)
     if _state["json"]:
         print_json(data)
         return

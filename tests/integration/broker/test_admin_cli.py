@@ -76,6 +76,21 @@ def test_bad_input_is_a_one_line_error(broker: BrokerProcess) -> None:
     assert len((out + err).strip().splitlines()) == 1
 
 
+def test_a_refusal_exits_with_the_code_of_its_meaning(broker: BrokerProcess) -> None:
+    # the exit codes of docs/cli.md, as for the control plane's commands: scripts branch on them
+    code, out, err = _run(broker, "topic", "delete", "missing")
+    assert code == 3 and "NOT_FOUND" in err, out + err
+    assert _run(broker, "topic", "create", "twice")[0] == 0
+    code, out, err = _run(broker, "topic", "create", "twice")
+    assert code == 6 and "ALREADY_EXISTS" in err, out + err
+    code, out, err = _run(broker, "topic", "create", "bad/name")
+    assert code == 2 and "INVALID_ARGUMENT" in err, out + err
+    code, out, err = _run(broker, "topic", "create", "orders", "--queues", "0")
+    assert code == 2, out + err
+    unreachable = CliRunner().invoke(app, ["admin", "--broker", f"127.0.0.1:{free_port()}", "topic", "list"])
+    assert unreachable.exit_code == 7, unreachable.stdout + unreachable.stderr
+
+
 def test_a_call_without_the_token_says_where_to_get_it(tmp_path: Path) -> None:
     # given: a broker as in production, its admin API behind a token
     broker = BrokerProcess(
@@ -87,8 +102,8 @@ def test_a_call_without_the_token_says_where_to_get_it(tmp_path: Path) -> None:
         argv = ["admin", "--broker", broker.target, "--json", "topic", "list"]
         # when: no token is given (none in the environment either)
         refused = runner.invoke(app, argv, env={"MQ_BROKER_ADMIN_TOKEN": None})
-        # then: one line saying what was refused and how to pass the token
-        assert refused.exit_code != 0
+        # then: one line saying what was refused and how to pass the token, exit code 5
+        assert refused.exit_code == 5
         said = (refused.stdout + refused.stderr).strip()
         assert "UNAUTHENTICATED" in said and "pass --token or set MQ_BROKER_ADMIN_TOKEN" in said, said
         assert len(said.splitlines()) == 1
@@ -96,7 +111,7 @@ def test_a_call_without_the_token_says_where_to_get_it(tmp_path: Path) -> None:
         wrong = runner.invoke(
             app, [argv[0], "--token", "nope", *argv[1:]], env={"MQ_BROKER_ADMIN_TOKEN": None}
         )
-        assert wrong.exit_code != 0 and "invalid operator credentials" in wrong.stderr
+        assert wrong.exit_code == 5 and "invalid operator credentials" in wrong.stderr
         assert "pass --token" not in wrong.stderr
         allowed = runner.invoke(
             app, [argv[0], "--token", "t0k-1", *argv[1:]], env={"MQ_BROKER_ADMIN_TOKEN": None}
