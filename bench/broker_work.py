@@ -24,6 +24,12 @@ than it moves a rate):
                                  of a group in flight (POP state only, the objects alive before it
                                  frozen as the broker freezes its start-up heap): what a group's
                                  unacked messages add to each full collection, a pause of the loop
+- ``broker_index_flush_put_wait_ms``  the longest one put of a key (what each send does) waits while
+                                 the IndexFile's flush (every 5 s in a broker, on a thread of its
+                                 own) writes a file whose every slot page changed (30,000 keys since
+                                 the last flush), puts made back to back on this thread meanwhile:
+                                 how long the event loop can be held by the flush (the median of
+                                 INDEX_FLUSH_ROUNDS flushes)
 - ``broker_send_us_per_call``    a single-message SendMessage (as the official clients send) through
                                  the handler the server registers: the request's bytes decoded, the
                                  guard (admission, metering), the store's append (ASYNC_FLUSH), the
@@ -69,6 +75,7 @@ import os
 import shutil
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -84,6 +91,8 @@ from dataplane.metadata import GroupConfig, TopicConfig
 from dataplane.pop import PopState
 from dataplane.services import BUFFERED_STREAMS, ENCODED_ANSWERS, MessagingServicer, consume
 from dataplane.store import reader
+from dataplane.store.config import MessageStoreConfig
+from dataplane.store.index_file import IndexFile
 from dataplane.store.message import MessageToStore
 from dataplane.wire import add_servicer
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
@@ -96,6 +105,7 @@ BATCH = 32  # as broker_bench's consume loop
 COLD_SHARE = 8  # the cold figures take 1/8 of --count: each call is preceded by a copy of many MiB
 RUN_ROUNDS = 8  # alternating rounds of the compiled and the Python read of a run, 1/8 of --count each
 GUARD_ROUNDS = 4  # rounds of a single send with and without the guard, --count calls in all
+INDEX_FLUSH_ROUNDS = 4  # index flushes timed for broker_index_flush_put_wait_ms
 
 
 class CacheEvictor:
@@ -237,6 +247,8 @@ async def broker_work_figures(count: int = 32_000, data_dir: Path | None = None)
         in_flight = sum(len(broker.pop.position(GROUP, TOPIC, q).in_flight) for q in range(QUEUES))
         # before the directory goes (it was measured after, and left a directory behind per run)
         compaction_ms = _compaction_ms(root / "compaction")
+        (root / "index").mkdir()
+        index_wait_ms = _index_flush_put_wait_ms(root / "index")
         full_collection_ms = _full_collection_ms(root / "collection")
     finally:
         broker.begin_shutdown()
@@ -246,6 +258,7 @@ async def broker_work_figures(count: int = 32_000, data_dir: Path | None = None)
     return {
         "broker_pop_compaction_ms": compaction_ms,
         "broker_gc_full_ms_in_flight": full_collection_ms,
+        "broker_index_flush_put_wait_ms": index_wait_ms,
         "broker_receive_us_per_msg": receiving / done * 1e6,
         "broker_ack_us_per_msg": acking / done * 1e6,
         "broker_trace_us_per_msg": tracing / done * 1e6,
@@ -434,6 +447,34 @@ def _compaction_ms(where: Path, in_flight: int = 20_000, rounds: int = 5) -> flo
         held.append(time.perf_counter() - started)
     state.close()
     return statistics.median(held) * 1e3
+
+
+def _index_flush_put_wait_ms(where: Path, keys: int = 30_000) -> float:
+    """Median over INDEX_FLUSH_ROUNDS flushes of the longest wait of one key's put meanwhile (ms), in
+    a file of the store's default size; see the module docstring."""
+    config = MessageStoreConfig(store_dir=where)
+    index = IndexFile(where / f"{0:020d}", config.index_hash_slot_num, config.index_max_num)
+    now_ms = int(time.time() * 1000)
+    offset = 0
+    longest: list[float] = []
+    try:
+        for _ in range(INDEX_FLUSH_ROUNDS):
+            index.put_keys([(os.urandom(12).hex(), offset + i) for i in range(keys)], 0, now_ms)
+            offset += keys
+            flushing = threading.Thread(target=index.flush)
+            flushing.start()
+            waits = [0.0]
+            while flushing.is_alive():
+                started = time.perf_counter()
+                index.put_keys([(os.urandom(12).hex(), offset)], 0, now_ms)
+                waits.append(time.perf_counter() - started)
+                offset += 1
+                time.sleep(0.0002)  # the loop's other work between two sends
+            flushing.join()
+            longest.append(max(waits))
+    finally:
+        index.close()
+    return statistics.median(longest) * 1e3
 
 
 def _full_collection_ms(where: Path, in_flight: int = 400_000, rounds: int = 5) -> float:

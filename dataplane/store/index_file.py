@@ -27,18 +27,19 @@ by design, so thousands of their pages were dirty at every flush of the index, a
 20-30 ms of the broker's event loop in one go (docs/benchmarks.md, "Pauses on the event loop").
 
 So a file being written keeps its hash slots in memory (``slot_table``, read from the file at its
-first key after opening, with a map of the 4 KiB pages changed since), and its newest entries too:
-a put appends them to a tail in memory (lookups read them there), written to the file in one pwrite
+first key after opening, with a map of the 4 KiB pages changed since), and its newest entries too: a
+put appends them to a tail in memory (lookups read them there), written to the file in one pwrite
 when it holds ``_TAIL_BYTES``, at a flush and at close; a single send's key then costs no system
-call of its own. Every write of entries and slots holds the file's lock, and the tail is written
-before any slot page, so on disk no slot points at an entry that is not there. :meth:`IndexFile.flush`
-writes the tail and the changed slot pages, then the header as it stood when the flush began, then
-fsyncs. On disk, then, the header (INDEX COUNT, END PHY OFFSET) is never ahead of the entries and
-slots: recovery re-indexes from END PHY OFFSET whatever a crash (a killed process too: the slots and
-tail in memory go with it) left out. Slots copied may be newer than the header; entries they point
-at were written before them, and a file opened for writing numbers its next entry past every slot
-(:meth:`_open_slots`), so none of those is overwritten. A key indexed again after a crash has two
-entries; lookups return each offset once (``IndexService.select``).
+call of its own. Every write of entries holds the file's lock; a flush copies each run of changed
+slot pages under the lock right after writing the tail, and writes the copy once it let the lock go
+(a put waits for a copy, not a write), so on disk no slot points at an entry that is not there.
+:meth:`IndexFile.flush` writes the tail and the changed slot pages, then the header as it stood when
+the flush began, then fsyncs. On disk, then, the header (INDEX COUNT, END PHY OFFSET) is never ahead
+of the entries and slots: recovery re-indexes from END PHY OFFSET whatever a crash (a killed process
+too: the slots and tail in memory go with it) left out. Slots copied may be newer than the header;
+entries they point at were written before them, and a file opened for writing numbers its next entry
+past every slot (:meth:`_open_slots`), so none of those is overwritten. A key indexed again after a
+crash has two entries; lookups return each offset once (``IndexService.select``).
 """
 
 from __future__ import annotations
@@ -83,8 +84,8 @@ _SLOTS_AT: Final = INDEX_HEADER.size
 _SLOT_SIZE: Final = _SLOT.size
 _ENTRY_SIZE: Final = INDEX_ENTRY.size
 _PAGE: Final = 4096  # bytes of hash slots per entry of the changed-page map
-# Changed slot pages written per call at a flush. The call holds the file's lock (a put waits for
-# it), so it is kept short: 64 KiB is a copy of some microseconds.
+# Changed slot pages copied per hold of the file's lock at a flush (a put waits for the copy), then
+# written: 64 KiB is a copy of some microseconds.
 _PAGES_PER_WRITE: Final = 16
 # Entries kept in memory before a put writes them out: one pwrite per 3,277 keys.
 _TAIL_BYTES: Final = 64 << 10
@@ -357,22 +358,22 @@ class IndexFile:
             )
             self._write_tail()
         changed = self._changed
-        view = memoryview(table)
-        try:
-            page = 0
-            while (page := changed.find(1, page)) >= 0:
-                run = page
-                # Under the lock, the entries of the puts since before the slots that point at them;
-                # puts wait meanwhile (one short copy), so no slot copied names an entry not written.
-                with self._lock:
-                    self._write_tail()
-                    while run < len(changed) and changed[run] and run - page < _PAGES_PER_WRITE:
-                        changed[run] = 0
-                        run += 1
-                    self.file.write(_SLOTS_AT + page * _PAGE, view[page * _PAGE : run * _PAGE])
-                page = run
-        finally:
-            view.release()
+        page = 0
+        while (page := changed.find(1, page)) >= 0:
+            run = page
+            # Under the lock, the entries of the puts since before the slots that point at them, and
+            # a copy of the slots: no slot copied names an entry not written. The copy is written
+            # after the lock is let go: a put waiting meanwhile waits for one short copy, not for a
+            # write (with the lock held through the writes, the loop's puts queued behind run after
+            # run, up to 19 ms of a 5 s flush; docs/benchmarks.md).
+            with self._lock:
+                self._write_tail()
+                while run < len(changed) and changed[run] and run - page < _PAGES_PER_WRITE:
+                    changed[run] = 0
+                    run += 1
+                slots = table[page * _PAGE : run * _PAGE]
+            self.file.write(_SLOTS_AT + page * _PAGE, slots)
+            page = run
         self.file.write(0, header)
 
     def close(self) -> None:
