@@ -364,8 +364,8 @@ class IndexFile:
             # Under the lock, the entries of the puts since before the slots that point at them, and
             # a copy of the slots: no slot copied names an entry not written. The copy is written
             # after the lock is let go: a put waiting meanwhile waits for one short copy, not for a
-            # write (with the lock held through the writes, the loop's puts queued behind run after
-            # run, up to 19 ms of a 5 s flush; docs/benchmarks.md).
+            # write (with the lock held through the writes, a put of the loop queued behind run after
+            # run: bench/broker_work.py's broker_index_flush_put_wait_ms, docs/benchmarks.md).
             with self._lock:
                 self._write_tail()
                 while run < len(changed) and changed[run] and run - page < _PAGES_PER_WRITE:
