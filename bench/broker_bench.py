@@ -993,8 +993,8 @@ async def run(quick: bool, e2e_consumers: int = E2E_CONSUMERS) -> dict[str, Any]
         results |= broker_metric_figures(metrics_port)
     with our_broker("sync") as (target, _):
         results["produce_sync_flush_msgs_per_s"] = await produce(target, n_batched // 2, 64, 8)
-    # (8,000 with --quick: the cold figures' cache evictions made 16,000 take 17 s of a slow VM's
-    # 112, too close to the 120 s --quick keeps within)
+    # (8,000 with --quick: with 16,000 the cold figures' cache evictions took --quick to 115 s on a
+    # slow VM, too close to the 120 s it keeps within)
     results |= broker_work_figures(8_000 if quick else 64_000)
 
     try:
