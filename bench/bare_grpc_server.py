@@ -17,15 +17,20 @@ hands them out, up to ``batch_size`` per call, long-polling until a send arrives
 timeout runs out, as the broker does. QueryRoute, Telemetry and Heartbeat answer enough for the SDK's
 producer to send through it. So ``e2e_latency`` runs the same client code against it as against the
 broker, and what it measures is what the two gRPC hops (send, receive) cost on this machine.
-Run: ``python bench/bare_grpc_server.py PORT [--relay]``.
+Its receives' write times go into the broker's own histogram, ``mq_broker_receive_write_seconds``
+(from the messages taken to the last response handed to gRPC, timed as the broker times its
+receives), served on ``/metrics`` with ``--metrics PORT``: the write phase of the framework alone.
+Run: ``python bench/bare_grpc_server.py PORT [--relay] [--metrics PORT]``.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import collections
 import os
 import sys
+import time
 from collections.abc import AsyncIterator
 
 from dataplane.config import BrokerSettings
@@ -39,8 +44,10 @@ apply_experiments(_settings.grpc_experiments)
 apply_cpu_affinity(_settings.cpu_affinity)
 
 import grpc  # noqa: E402
+from prometheus_client import start_http_server  # noqa: E402
 
 from dataplane.event_loop import run_on  # noqa: E402
+from dataplane.metrics import RECEIVE_WRITE  # noqa: E402
 from dataplane.wire import add_servicer  # noqa: E402
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb  # noqa: E402
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc  # noqa: E402
@@ -120,6 +127,7 @@ class RelayMessagingService(BareMessagingService):
         self.pending: collections.deque[pb.Message] = collections.deque()
         self.waiting: collections.deque[asyncio.Future[None]] = collections.deque()
         self.handles = 0
+        self.writes = RECEIVE_WRITE.labels()
 
     async def SendMessage(
         self, request: svc.SendMessageRequest, context: grpc.aio.ServicerContext
@@ -153,6 +161,7 @@ class RelayMessagingService(BareMessagingService):
         if not taken:
             yield svc.ReceiveMessageResponse(status=pb.Status(code=pb.Code.MESSAGE_NOT_FOUND, message="none"))
             return
+        started = time.perf_counter()  # as the broker's receive_message times its writes
         yield svc.ReceiveMessageResponse(status=self.ok)
         for m in taken:
             sp = m.system_properties
@@ -161,6 +170,7 @@ class RelayMessagingService(BareMessagingService):
             sp.delivery_attempt = 1
             yield svc.ReceiveMessageResponse(message=m)
         yield delivered_at()
+        self.writes.observe(time.perf_counter() - started)
 
     async def QueryRoute(
         self, request: svc.QueryRouteRequest, context: grpc.aio.ServicerContext
@@ -214,7 +224,9 @@ def register(servicer: BareMessagingService, server: grpc.aio.Server) -> None:
     )
 
 
-async def serve(port: int, relay: bool) -> None:
+async def serve(port: int, relay: bool, metrics_port: int = 0) -> None:
+    if metrics_port:
+        start_http_server(metrics_port, addr="127.0.0.1")
     server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", 64 << 20),
@@ -231,5 +243,14 @@ async def serve(port: int, relay: bool) -> None:
     await server.wait_for_termination()
 
 
+def main() -> None:
+    parser = argparse.ArgumentParser(description="The bench's bare gRPC server (see the module docstring).")
+    parser.add_argument("port", type=int)
+    parser.add_argument("--relay", action="store_true", help="keep what is sent and hand it to receives")
+    parser.add_argument("--metrics", type=int, default=0, metavar="PORT", help="serve /metrics on this port")
+    args = parser.parse_args()
+    run_on(BrokerSettings().event_loop, serve(args.port, args.relay, args.metrics))
+
+
 if __name__ == "__main__":
-    run_on(BrokerSettings().event_loop, serve(int(sys.argv[1]), "--relay" in sys.argv[2:]))
+    main()

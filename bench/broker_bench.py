@@ -44,9 +44,13 @@ Figures (``--json PATH`` writes them):
                                  returned messages (``mq_broker_receive_write_seconds``): the mean
                                  time from their messages taken to the last response handed to
                                  gRPC, which takes one response per round trip through the loop, and
-                                 the share of receives that took more than 5 ms
+                                 the share of receives that took more than 5 ms; the relay's
+                                 (``grpc_ceiling_e2e_receive_write_ms``, below) are timed the same way
+                                 into the same histogram (its ``--metrics`` port): the write phase of
+                                 the framework alone
 - grpc_ceiling_e2e_p99_ms(_at_300_msgs_per_s) / _e2e_send_p99_ms / _e2e_server_cpu / _e2e_client_cpu
-  / _e2e_consumers_cpu / _e2e_p99_ms_first_fifth / _last_fifth / _e2e_receive_batch / ...
+  / _e2e_consumers_cpu / _e2e_p99_ms_first_fifth / _last_fifth / _e2e_receive_batch
+  / _e2e_receive_write_ms / ...
                                  the e2e_p99_ms run (and the 300 msgs/s one) through the bare server
                                  in relay mode (``--relay``: messages kept in memory, handed to the
                                  next receives): the floor the framework and this client set on this
@@ -837,8 +841,9 @@ async def e2e_figures(
     """The e2e_p99_ms run against ``where`` (5,000 msgs/s through the SDK's batching producer, 1 ms
     delay) and its figures, named with ``prefix``: the p99s (all, first and last fifth, sends), the
     cores busy (``server`` names the serving process's: ``broker`` or ``server``), the stolen share,
-    and the receives' shape (see :func:`e2e_latency`); with ``metrics_port`` (our broker's), how
-    long its receives took to hand their streams to gRPC (``e2e_receive_write_ms``, the mean, and
+    and the receives' shape (see :func:`e2e_latency`); with ``metrics_port`` (where the server serves
+    ``mq_broker_receive_write_seconds``: our broker, or the relay with ``--metrics``), how long its
+    receives took to hand their streams to gRPC (``e2e_receive_write_ms``, the mean, and
     ``e2e_receive_writes_over_5ms``, the share that took longer)."""
     cpu: dict[str, float] = {}
     drift: dict[str, float] = {}
@@ -873,19 +878,18 @@ async def e2e_figures(
 
 
 async def e2e_rounds(
-    pair: list[tuple[str, str, int]], consumers: ConsumerProcess, seconds: float, metrics_port: int = 0
+    pair: list[tuple[str, str, int, int]], consumers: ConsumerProcess, seconds: float
 ) -> dict[str, Any]:
-    """The e2e_p99_ms run against each (prefix, target, pid) of ``pair`` (ours: prefix "", the relay:
-    "grpc_ceiling_"), ROUNDS rounds in alternation (a, b; b, a; ...): each figure's median and every
-    round's in ``<figure>_rounds``. A run of a few seconds has one to a few hundred receipts past
-    its p99, so one slow stretch of the machine moved it by half; the median of alternating rounds
-    is what the other comparisons with a peer already report. ``metrics_port``: our broker's (prefix
-    ""), for its receives' write times."""
-    rounds: dict[str, list[dict[str, float]]] = {prefix: [] for prefix, _, _ in pair}
+    """The e2e_p99_ms run against each (prefix, target, pid, metrics port) of ``pair`` (ours: prefix
+    "", the relay: "grpc_ceiling_"), ROUNDS rounds in alternation (a, b; b, a; ...): each figure's
+    median and every round's in ``<figure>_rounds``. A run of a few seconds has one to a few hundred
+    receipts past its p99, so one slow stretch of the machine moved it by half; the median of
+    alternating rounds is what the other comparisons with a peer already report. The metrics port
+    (0: none) is where that server's receives' write times are read (``e2e_receive_write_ms``)."""
+    rounds: dict[str, list[dict[str, float]]] = {prefix: [] for prefix, _, _, _ in pair}
     for round_ in range(ROUNDS):
-        for prefix, where, server in pair if round_ % 2 == 0 else pair[::-1]:
+        for prefix, where, server, port in pair if round_ % 2 == 0 else pair[::-1]:
             name = "server" if prefix else "broker"
-            port = 0 if prefix else metrics_port
             rounds[prefix].append(await e2e_figures(where, consumers, server, prefix, name, seconds, port))
     return medians(rounds)
 
@@ -894,8 +898,11 @@ async def run_e2e_only(e2e_consumers: int = E2E_CONSUMERS, seconds: float = 6) -
     """Only the e2e_p99_ms run, ours and the relay's, ROUNDS rounds in alternation (medians, every
     round's in ``<figure>_rounds``), on a broker holding a backlog as the full run's does
     (``--e2e-only``: quick A/B of the delivery path)."""
-    relay_port = free_port()
-    relay_argv = [sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(relay_port), "--relay"]
+    relay_port, relay_metrics = free_port(), free_port()
+    relay_argv = [
+        *(sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(relay_port)),
+        *("--relay", "--metrics", str(relay_metrics)),
+    ]
     metrics_port = free_port()
     with (
         process(relay_argv, relay_port) as relay,
@@ -903,8 +910,11 @@ async def run_e2e_only(e2e_consumers: int = E2E_CONSUMERS, seconds: float = 6) -
         ConsumerProcess(e2e_consumers) as consumers,
     ):
         await produce(target, 100_000, 64, 8)
-        pair = [("grpc_ceiling_", f"127.0.0.1:{relay_port}", relay.pid), ("", target, pid)]
-        results = await e2e_rounds(pair, consumers, seconds, metrics_port)
+        pair = [
+            ("grpc_ceiling_", f"127.0.0.1:{relay_port}", relay.pid, relay_metrics),
+            ("", target, pid, metrics_port),
+        ]
+        results = await e2e_rounds(pair, consumers, seconds)
     results["e2e_vs_grpc_ceiling"] = results["e2e_p99_ms"] / results["grpc_ceiling_e2e_p99_ms"]
     return results
 
@@ -916,9 +926,9 @@ async def run(quick: bool, e2e_consumers: int = E2E_CONSUMERS) -> dict[str, Any]
 
     port = free_port()
     metrics_port = free_port()
-    relay_port = free_port()
+    relay_port, relay_metrics = free_port(), free_port()
     bare_argv = [sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(port)]
-    relay_argv = [*bare_argv[:-1], str(relay_port), "--relay"]
+    relay_argv = [*bare_argv[:-1], str(relay_port), "--relay", "--metrics", str(relay_metrics)]
     with (
         process(bare_argv, port) as bare,
         process(relay_argv, relay_port) as relay,
@@ -981,10 +991,9 @@ async def run(quick: bool, e2e_consumers: int = E2E_CONSUMERS) -> dict[str, Any]
         # messages in memory (the latency the framework and these clients allow on this machine),
         # in alternating rounds: medians.
         results |= await e2e_rounds(
-            [("", target, pid), ("grpc_ceiling_", relay_target, relay.pid)],
+            [("", target, pid, metrics_port), ("grpc_ceiling_", relay_target, relay.pid, relay_metrics)],
             consumers,
             2 if quick else 6,
-            metrics_port,
         )
         # (1 s with --quick: its backlog drains for several seconds more on a slow machine)
         single, single_send = await e2e_latency(target, consumers, rate=5000, seconds=1 if quick else 10)

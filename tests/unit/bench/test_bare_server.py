@@ -10,6 +10,7 @@ import grpc
 import pytest
 
 from bench.bare_grpc_server import BareMessagingService, RelayMessagingService, register
+from dataplane.metrics import RECEIVE_WRITE
 from mqcloud import AsyncProducer, ClientConfig, Message
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
@@ -83,4 +84,32 @@ async def test_relay_hands_what_the_sdk_sends_to_a_waiting_receive() -> None:
             assert [f.status.code for f in frames] == [pb.Code.MESSAGE_NOT_FOUND]
     finally:
         await producer.shutdown()
+        await server.stop(None)
+
+
+async def test_relay_times_its_receives_writes_as_the_broker_does() -> None:
+    """The relay's receives that hand out messages go into ``mq_broker_receive_write_seconds``, the
+    histogram the broker times its own into (broker_bench reads both: the framework's write phase
+    beside ours); one that found nothing is not timed, as the broker's is not."""
+    server = grpc.aio.server()
+    port = server.add_insecure_port("127.0.0.1:0")
+    relay = RelayMessagingService(port)
+    register(relay, server)
+    await server.start()
+    writes = RECEIVE_WRITE.labels()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = svc_grpc.MessagingServiceStub(channel)
+            request = svc.ReceiveMessageRequest(batch_size=8)
+            request.long_polling_timeout.FromMilliseconds(100)
+            before = sum(writes.counts)
+            assert [f.status.code async for f in stub.ReceiveMessage(request)] == [pb.Code.MESSAGE_NOT_FOUND]
+            assert sum(writes.counts) == before
+            await stub.SendMessage(svc.SendMessageRequest(messages=[pb.Message(body=b"x")] * 3))
+            sum_before = writes.sum
+            frames = [f.WhichOneof("content") async for f in stub.ReceiveMessage(request)]
+            assert frames == ["status"] + ["message"] * 3 + ["delivery_timestamp"]
+            assert sum(writes.counts) == before + 1
+            assert writes.sum > sum_before
+    finally:
         await server.stop(None)
