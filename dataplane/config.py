@@ -63,7 +63,8 @@ class BrokerSettings(BaseSettings):
     receipt_handle_version: int = Field(default=2, ge=1, le=2)
     auto_create_groups: bool = False
     grace_seconds: float = Field(default=5.0, ge=0)
-    # In-flight journal is compacted into a snapshot after this many records.
+    # In-flight journal is compacted into a snapshot after this many records, or after as many as
+    # the last snapshot had entries when that is more (dataplane/pop.py).
     pop_journal_compact_records: int = Field(default=50_000, ge=100)
     # A broadcast member (one position per client id) that has not received for this long is
     # dropped with its offsets (docs/broker.md); as Kafka's offsets.retention.minutes, a week.

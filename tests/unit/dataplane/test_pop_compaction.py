@@ -161,3 +161,38 @@ def test_the_snapshot_is_serialized_in_runs_to_the_same_bytes(tmp_path: Path) ->
     again = PopState(tmp_path, initial_offset=lambda g, t, q: 0, on_commit=lambda *a: None)
     assert orjson.loads(orjson.dumps(again.export()[:-1])) == orjson.loads(orjson.dumps(items[:-1]))
     again.close()
+
+
+def test_a_large_state_is_compacted_after_as_many_records_as_it_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot writes every entry in flight: with many more of them than ``compact_after``, the next
+    compaction waits for as many journal records as the last snapshot held (or the snapshots would
+    cost more per record the more is in flight, and pause the broker every few seconds)."""
+    compactions: list[int] = []
+    original = PopState.compact_in_background
+
+    def counted(self: PopState) -> None:
+        compactions.append(self.in_flight_count())
+        original(self)
+
+    monkeypatch.setattr(PopState, "compact_in_background", counted)
+    state = _state(tmp_path, compact_after=100)
+    with state.batch():
+        state.deliver_new("g", "t", 0, list(range(1000)), 10**13)  # 1,000 records: past 100
+    assert compactions == [1000]  # the snapshot holds 1,000 entries
+    state.wait_compacted()  # (one under way holds the next back)
+    for offset in range(999):  # 999 more records: fewer than the snapshot's 1,000
+        state.ack("g", "t", 0, offset)
+    assert compactions == [1000]
+    state.ack("g", "t", 0, 999)  # the 1,000th
+    assert compactions == [1000, 0]
+    state.wait_compacted()
+    # the state left is small again: compact_after is the bound once more
+    with state.batch():
+        state.deliver_new("g", "t", 0, list(range(1000, 1100)), 10**13)
+    assert compactions == [1000, 0, 100]
+    state.wait_compacted()
+    live = _view(state)
+    state._journal.flush()
+    assert _view(_state(tmp_path)) == live

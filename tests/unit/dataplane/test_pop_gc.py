@@ -75,6 +75,23 @@ def test_untrack_takes_only_containers_of_atomic_values() -> None:
         untrack({1: 2})
 
 
+def test_untrack_takes_tuples_the_collector_already_left_without_looking_inside() -> None:
+    """An untracked tuple holds nothing the collector tracks (CPython untracks one only then, and
+    untrack only tuples of atomic values): such tuples count as atomic as they are, nested ones
+    included, so the export of a large POP state is not a read of every value of every entry."""
+    untrack = _compiled().untrack
+    one = int("1")
+    entries = [(one, (one, "n")) for _ in range(3)]  # a tuple inside: not atomic when tracked
+    assert all(gc.is_tracked(e) for e in entries)
+    assert untrack(list(entries)) is False  # tracked, with a container inside: left to the collector
+    gc.collect()  # the collector finds them all atomic and leaves them: the inner tuples first,
+    gc.collect()  # then (they untracked) the outer ones
+    assert not any(gc.is_tracked(e) for e in entries)
+    export = list(entries)
+    assert gc.is_tracked(export)
+    assert untrack(export) is True and not gc.is_tracked(export)
+
+
 def test_pop_uses_the_compiled_untrack() -> None:
     assert pop.untrack is _compiled().untrack
 
