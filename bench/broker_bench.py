@@ -91,8 +91,10 @@ Figures (``--json PATH`` writes them):
 - broker_send_cold_us_per_call / broker_receive_cold_us_per_msg / broker_ack_cold_us_per_msg
                                  the same handlers with the core's caches evicted before each call,
                                  as a server's own work between calls evicts them (bench/broker_work.py)
-- broker_pop_compaction_ms        how long a POP journal compaction holds the broker's event loop
-                                 with 20,000 messages in flight (bench/broker_work.py)
+- broker_pop_compaction_ms / broker_pop_compaction_unchanged_ms   how long a POP journal compaction
+                                 holds the broker's event loop with 20,000 messages in flight, their
+                                 positions changed since the last compaction / unchanged
+                                 (bench/broker_work.py)
 - broker_gc_full_ms_in_flight     one full garbage collection with 400,000 messages in flight (POP
                                  state alone, the rest frozen; bench/broker_work.py)
 - broker_send_us_per_call / broker_send_batched_us_per_msg   the broker's own work per

@@ -18,8 +18,12 @@ than it moves a rate):
                                  difference of 10% shows where runs of separate processes differ by
                                  more than that
 - ``broker_pop_compaction_ms``   how long a POP journal compaction holds the event loop with 20,000
-                                 messages in flight (the export and the journal's rotation; the
-                                 snapshot is serialized, written and fsynced in a thread of its own)
+                                 messages in flight, every queue's position changed since the last
+                                 (the export and the journal's rotation; the snapshot is serialized,
+                                 written and fsynced in a thread of its own)
+- ``broker_pop_compaction_unchanged_ms``   the same with the positions unchanged since the last
+                                 compaction (a group holding its messages and doing nothing): their
+                                 parts of the last snapshot are written again as they were
 - ``broker_gc_full_ms_in_flight``  one full garbage collection of this process with 400,000 messages
                                  of a group in flight (POP state only, the objects alive before it
                                  frozen as the broker freezes its start-up heap): what a group's
@@ -247,6 +251,7 @@ async def broker_work_figures(count: int = 32_000, data_dir: Path | None = None)
         in_flight = sum(len(broker.pop.position(GROUP, TOPIC, q).in_flight) for q in range(QUEUES))
         # before the directory goes (it was measured after, and left a directory behind per run)
         compaction_ms = _compaction_ms(root / "compaction")
+        unchanged_ms = _compaction_ms(root / "compaction-unchanged", changed=False)
         (root / "index").mkdir()
         index_wait_ms = _index_flush_put_wait_ms(root / "index")
         full_collection_ms = _full_collection_ms(root / "collection")
@@ -257,6 +262,7 @@ async def broker_work_figures(count: int = 32_000, data_dir: Path | None = None)
             shutil.rmtree(root, ignore_errors=True)
     return {
         "broker_pop_compaction_ms": compaction_ms,
+        "broker_pop_compaction_unchanged_ms": unchanged_ms,
         "broker_gc_full_ms_in_flight": full_collection_ms,
         "broker_index_flush_put_wait_ms": index_wait_ms,
         "broker_receive_us_per_msg": receiving / done * 1e6,
@@ -432,16 +438,21 @@ async def broker_send_figures(count: int = 32_000) -> dict[str, float]:
     return figures
 
 
-def _compaction_ms(where: Path, in_flight: int = 20_000, rounds: int = 5) -> float:
+def _compaction_ms(where: Path, in_flight: int = 20_000, rounds: int = 5, changed: bool = True) -> float:
     """Median time the caller spends in a background compaction of a state with ``in_flight``
-    messages in flight (broker_bench's queues)."""
+    messages in flight (broker_bench's queues); ``changed``: every queue's position moved on since
+    the last compaction (else none did)."""
     state = PopState(where, initial_offset=lambda g, t, q: 0, on_commit=lambda g, t, q, o: None)
     per_queue = in_flight // QUEUES
     for queue in range(QUEUES):
         state.deliver_new(GROUP, TOPIC, queue, list(range(per_queue)), 2**62)
+    state.compact()  # the snapshot the rounds follow
     held: list[float] = []
-    for _ in range(rounds):
+    for round_ in range(rounds):
         state.wait_compacted()
+        if changed:
+            for queue in range(QUEUES):
+                state.advance(GROUP, TOPIC, queue, per_queue + round_ + 1)
         started = time.perf_counter()
         state.compact_in_background()
         held.append(time.perf_counter() - started)

@@ -13,12 +13,21 @@ the snapshot and replays the journal; a torn last line is ignored. The group's c
 Compaction keeps the event loop out of the snapshot's serialization and fsync (tens of ms with
 tens of thousands of messages in flight, every few seconds under load): the loop exports the state
 and renames ``journal.log`` to ``journal.<n>.log``, where changes made before that export are, and
-goes on in a new ``journal.log``; a thread serializes (:func:`serialized`, a few thousand entries
-at a time, the loop running in between) and writes the snapshot, which records that it covers the
-rotated journals below ``n + 1`` (``"journal"`` in its ``cl`` item), then deletes them. A restart
-replays the rotated journals the snapshot does not cover, in order, then ``journal.log``: a crash
-before the snapshot's rename finds the older snapshot and the rotated journal, one after it the new
-snapshot, which skips it.
+goes on in a new ``journal.log``; a thread serializes (:func:`serialized_item`, a few thousand
+entries at a time, the loop running in between) and writes the snapshot, which records that it
+covers the rotated journals below ``n + 1`` (``"journal"`` in its ``cl`` item), then deletes them.
+A restart replays the rotated journals the snapshot does not cover, in order, then
+``journal.log``: a crash before the snapshot's rename finds the older snapshot and the rotated
+journal, one after it the new snapshot, which skips it.
+
+Only the positions changed since the last snapshot's export (every change is journaled, and each
+journaling marks its position) are exported and serialized again; the others are written as the
+bytes they were written as last time, which the state keeps (the snapshot's size in memory). A
+group holding many messages in flight and doing nothing costs a compaction nothing but the write:
+serialized each time, 100,000 such messages took the loop's turns for tens of ms every few seconds
+(docs/benchmarks.md, "POP compactions of a large state"). The next compaction starts once the
+journal holds ``compact_after`` records, or as many as the last snapshot had entries when that is
+more (a restart replays at most that many; as Redis rewrites its AOF once it has doubled).
 
 FIFO groups also keep, per queue, the message group of each in-flight offset (``groups``) and the
 *held* offsets: messages the cursor has passed while their message group had a message in flight;
@@ -236,25 +245,44 @@ def new_nonces(count: int) -> list[str]:
 _SERIALIZED_RUN = 4096  # in-flight entries serialized between two turns of the loop
 
 
-def serialized(items: list[dict[str, Any]]) -> bytes:
-    """``orjson.dumps(items)``, made a few thousand entries at a time with the interpreter's lock let
-    go in between: orjson holds it throughout, and 100,000 messages in flight took the event loop's
-    turns 5 ms at a time (the snapshot thread serializes, the loop runs between the runs)."""
-    parts = []
-    for item in items:
-        inflight = item.get("inflight")
-        if inflight is None or len(inflight) <= _SERIALIZED_RUN:
-            parts.append(orjson.dumps(item))
-        else:
-            marker = b'"inflight":[]'
-            head, tail = orjson.dumps({**item, "inflight": []}).split(marker, 1)
-            runs = []
-            for at in range(0, len(inflight), _SERIALIZED_RUN):
-                runs.append(orjson.dumps(inflight[at : at + _SERIALIZED_RUN])[1:-1])
-                time.sleep(0)
-            parts.append(b"".join((head, b'"inflight":[', b",".join(runs), b"]", tail)))
+def serialized_item(item: dict[str, Any]) -> bytes:
+    """``orjson.dumps(item)`` of one snapshot item, made a few thousand in-flight entries at a time
+    with the interpreter's lock let go in between: orjson holds it throughout, and 100,000 messages
+    in flight took the event loop's turns 5 ms at a time (the snapshot thread serializes, the loop
+    runs between the runs)."""
+    inflight = item.get("inflight")
+    if inflight is None or len(inflight) <= _SERIALIZED_RUN:
+        return orjson.dumps(item)
+    marker = b'"inflight":[]'
+    head, tail = orjson.dumps({**item, "inflight": []}).split(marker, 1)
+    runs = []
+    for at in range(0, len(inflight), _SERIALIZED_RUN):
+        runs.append(orjson.dumps(inflight[at : at + _SERIALIZED_RUN])[1:-1])
         time.sleep(0)
-    return b"[" + b",".join(parts) + b"]"
+    return b"".join((head, b'"inflight":[', b",".join(runs), b"]", tail))
+
+
+# A position in a snapshot: its part as written before, or its item to serialize.
+_Part = tuple[Key, QueuePosition, bytes | dict[str, Any]]
+
+
+def _item(key: Key, pos: QueuePosition) -> dict[str, Any]:
+    """The snapshot item of one position (JSON-ready: :meth:`PopState.export`'s format)."""
+    g, t, q = key
+    item: dict[str, Any] = {
+        "g": g,
+        "t": t,
+        "q": q,
+        "next": pos.next_offset,
+        # the entries as they are, [offset, nonce, attempt, until, waiting]: a copy of the table's
+        # values, not a list built per entry (restore reads a missing waiting as false)
+        "inflight": list(pos.in_flight.values()),
+    }
+    untrack(item["inflight"])  # walked by no collection while the snapshot is written
+    if pos.groups:
+        item["groups"] = [[o, mg] for o, mg in pos.groups.items()]
+        item["held"] = sorted(pos.held)
+    return item
 
 
 class PopState:
@@ -275,12 +303,8 @@ class PopState:
         self._on_commit = on_commit
         self._sync = sync
         self._compact_after = compact_after
-        # The journal's length that starts the next compaction: compact_after, or as many records as
-        # the last snapshot had entries when that is more. A snapshot writes the whole state, so with
-        # 100,000 messages held in flight a compaction every 50,000 records cost the event loop
-        # a pause and the snapshot thread's turns every few seconds, and the e2e p99 with them;
-        # now the snapshots cost at most one entry per journal record, and a restart replays at most
-        # as many records as the snapshot holds (as Redis rewrites its AOF once it has doubled).
+        # The journal's length that starts the next compaction (see the module docstring): a
+        # snapshot writes the whole state, so it costs at most one entry written per journal record.
         self._compact_at = compact_after
         self._positions: dict[Key, QueuePosition] = {}
         # the positions of each (group, topic): next_due_ms looks at a group's queues, not all
@@ -297,6 +321,15 @@ class PopState:
         # the number the next rotated journal gets, and the thread writing a snapshot (if any)
         self._next_rotation = 0
         self._compaction: threading.Thread | None = None
+        # Each position's part of the last snapshot, with the position it was made of, and the
+        # positions changed since that snapshot's export (module docstring). The snapshot thread
+        # leaves the parts of its snapshot in _parts_written; the loop takes them when it joins that
+        # thread, or, when the thread did not get that far, marks the positions that export found
+        # changed once more (their changes are in no part kept).
+        self._parts: dict[Key, tuple[QueuePosition, bytes]] = {}
+        self._parts_written: dict[Key, tuple[QueuePosition, bytes]] | None = None
+        self._changed: set[Key] = set()
+        self._exported_changes: set[Key] | None = None
         self._load()
         self._journal = open(self._dir / "journal.log", "a")  # noqa: SIM115 - closed in close()
 
@@ -345,6 +378,7 @@ class PopState:
             self.cl_next = int(r["next"])
             return
         key = (r["g"], r["t"], r["q"])
+        self._changed.add(key)
         op = r["op"]
         if op == "forget":
             self._remove(key)
@@ -432,6 +466,9 @@ class PopState:
         self._by_topic.clear()
         self._used.clear()
         self._outbox.clear()
+        self.wait_compacted()
+        self._parts.clear()
+        self._changed.clear()
         self.cl_next = cl_next
         self.compact()
 
@@ -468,24 +505,24 @@ class PopState:
 
     def export(self) -> list[dict[str, Any]]:
         """The whole state as JSON-ready items (the snapshot format), ``cl_next`` last."""
-        items: list[dict[str, Any]] = []
-        for (g, t, q), pos in self._positions.items():
-            item: dict[str, Any] = {
-                "g": g,
-                "t": t,
-                "q": q,
-                "next": pos.next_offset,
-                # the entries as they are, [offset, nonce, attempt, until, waiting]: a copy of the
-                # table's values, not a list built per entry (restore reads a missing waiting as false)
-                "inflight": list(pos.in_flight.values()),
-            }
-            untrack(item["inflight"])  # walked by no collection while the snapshot is written
-            if pos.groups:
-                item["groups"] = [[o, mg] for o, mg in pos.groups.items()]
-                item["held"] = sorted(pos.held)
-            items.append(item)
+        items = [_item(key, pos) for key, pos in self._positions.items()]
         items.append({"cl": self.cl_next})
         return items
+
+    def _snapshot_parts(self) -> list[_Part]:
+        """The positions for a snapshot: a position unchanged since the last snapshot's export as the
+        part written for it then, any other as its item to serialize (a copy: the thread serializes
+        it while the loop goes on changing the position)."""
+        changed, self._changed = self._changed, set()
+        self._exported_changes = changed
+        parts: list[_Part] = []
+        for key, pos in self._positions.items():
+            written = self._parts.get(key)
+            if written is not None and written[0] is pos and key not in changed:
+                parts.append((key, pos, written[1]))
+            else:
+                parts.append((key, pos, _item(key, pos)))
+        return parts
 
     def compact(self) -> None:
         """Write the whole state as a snapshot and start an empty journal, before returning."""
@@ -500,12 +537,11 @@ class PopState:
         """Export the state and rotate the journal here (the loop); write the snapshot here or, with
         ``background``, in a thread of its own (see the module docstring)."""
         self.wait_compacted()
-        items = self.export()
-        entries = sum(len(item.get("inflight", ())) + len(item.get("held", ())) for item in items)
-        self._compact_at = max(self._compact_after, entries)
+        parts = self._snapshot_parts()
+        self._compact_at = max(self._compact_after, self.in_flight_count())
         number = self._next_rotation
         self._next_rotation += 1
-        items[-1] = {**items[-1], "journal": number + 1}  # the cl item: the journals it covers
+        last = {"cl": self.cl_next, "journal": number + 1}  # the journals the snapshot covers
         self._journal.flush()
         if self._sync:  # the lines of the RPC under way may be in it: durable before it answers
             os.fsync(self._journal.fileno())
@@ -517,17 +553,30 @@ class PopState:
             fsync_dir(self._dir)
         self._journal_records = 0
         if not background:
-            self._write_snapshot(items, number)
+            self._write_snapshot(parts, last, number)
+            self.wait_compacted()  # (takes the parts in)
             return
         # the export's lists are its own: the thread serializes them while the loop goes on
         self._compaction = threading.Thread(
-            target=self._write_snapshot, args=(items, number), name="PopSnapshot", daemon=True
+            target=self._write_snapshot, args=(parts, last, number), name="PopSnapshot", daemon=True
         )
         self._compaction.start()
 
-    def _write_snapshot(self, items: list[dict[str, Any]], rotated: int) -> None:
-        """Write ``items`` as the snapshot, then delete the journals up to ``rotated`` it covers."""
-        data = serialized(items)
+    def _write_snapshot(self, parts: list[_Part], last: dict[str, Any], rotated: int) -> None:
+        """Write ``parts`` and ``last`` as the snapshot, then delete the journals up to ``rotated`` it
+        covers; the parts as written are left for the next snapshot (:attr:`_parts_written`)."""
+        time.sleep(0)  # the thread's start: the caller (the loop) goes on first
+        written: dict[Key, tuple[QueuePosition, bytes]] = {}
+        pieces = [b"["]
+        for key, pos, part in parts:
+            if not isinstance(part, bytes):
+                part = serialized_item(part)
+                time.sleep(0)
+            written[key] = (pos, part)
+            pieces += (part, b",")
+        pieces += (orjson.dumps(last), b"]")
+        data = b"".join(pieces)  # one copy of the whole (a large state's is several MB)
+        self._parts_written = written
         try:
             # the rename is on disk (atomic_write fsyncs the directory) before the journals it replaces go
             atomic_write(self._dir / "snapshot.json", data)
@@ -546,6 +595,12 @@ class PopState:
         if self._compaction is not None:
             self._compaction.join()
             self._compaction = None
+        if self._exported_changes is not None:
+            if self._parts_written is not None:  # the parts as of that export
+                self._parts = self._parts_written
+            else:  # not serialized: what that export found changed is not in self._parts
+                self._changed |= self._exported_changes
+            self._parts_written = self._exported_changes = None
 
     def close(self) -> None:
         if self._journal.closed:  # closed already (a stop after a failed start closes twice)
@@ -650,6 +705,7 @@ class PopState:
         ``nonce`` keeps the current one (the handle stays valid while the backoff runs).
         """
         pos = self.position(group, topic, queue_id)
+        self._changed.add((group, topic, queue_id))
         before = pos.committed()
         nonce = nonce or new_nonce()
         following = max(next_offset, pos.next_offset)
@@ -692,6 +748,7 @@ class PopState:
         with ``next_offset = offset + 1`` does for each, with the journal written once and the
         committed offset looked at once (a receive takes its new messages this way)."""
         pos = self.position(group, topic, queue_id)
+        self._changed.add((group, topic, queue_id))
         before = pos.committed()
         following = pos.next_offset
         head = f'{{"op":"pop","g":{_json_str(group)},"t":{_json_str(topic)},"q":{int(queue_id)},"o":'
@@ -749,6 +806,7 @@ class PopState:
         """:meth:`ack` of each of ``offsets`` (one queue), with one journal write and one look at
         the committed offset; True when the queue holds FIFO messages that may now be deliverable."""
         pos = self.position(group, topic, queue_id)
+        self._changed.add((group, topic, queue_id))
         before = pos.committed()
         pos.drop_many(offsets)  # as _apply({"op": "ack", ...}) does for each
         groups, held = pos.groups, pos.held

@@ -86,7 +86,7 @@ def test_a_crash_before_the_snapshot_is_renamed_replays_the_rotated_journal(
     state = _state(tmp_path, compact_after=200)
     _work(state, 10)
     state.wait_compacted()  # one snapshot on disk
-    monkeypatch.setattr(PopState, "_write_snapshot", lambda self, data, rotated: None)  # cut short
+    monkeypatch.setattr(PopState, "_write_snapshot", lambda self, *args: None)  # cut short
     _work(state, 10, start=10)
     state.wait_compacted()
     _work(state, 3, start=20)
@@ -146,7 +146,8 @@ def test_a_state_written_before_rotated_journals_still_loads(tmp_path: Path) -> 
 
 def test_the_snapshot_is_serialized_in_runs_to_the_same_bytes(tmp_path: Path) -> None:
     """The snapshot thread serializes a few thousand entries at a time (the loop runs in between):
-    the bytes are orjson's of the whole export, a large queue's, a FIFO queue's and an empty one's."""
+    the bytes are orjson's of each item, a large queue's, a FIFO queue's and an empty one's, and the
+    snapshot holds the export."""
     state = PopState(tmp_path, initial_offset=lambda g, t, q: 0, on_commit=lambda *a: None)
     state.deliver_new("g", "t", 0, list(range(10_000)), 10**13)
     state.deliver("g", "t", 0, 5, 2, 10**13, 10_000, waiting=True)
@@ -155,8 +156,10 @@ def test_the_snapshot_is_serialized_in_runs_to_the_same_bytes(tmp_path: Path) ->
     state.advance("g", "t", 2, 7)
     items = state.export()
     assert len(items[0]["inflight"]) > pop_module._SERIALIZED_RUN
-    assert pop_module.serialized(items) == orjson.dumps(items)
+    assert [pop_module.serialized_item(item) for item in items] == [orjson.dumps(item) for item in items]
     state.compact()
+    on_disk = orjson.loads((tmp_path / "pop" / "snapshot.json").read_bytes())
+    assert on_disk[:-1] == orjson.loads(orjson.dumps(items[:-1]))
     state.close()
     again = PopState(tmp_path, initial_offset=lambda g, t, q: 0, on_commit=lambda *a: None)
     assert orjson.loads(orjson.dumps(again.export()[:-1])) == orjson.loads(orjson.dumps(items[:-1]))
@@ -195,4 +198,103 @@ def test_a_large_state_is_compacted_after_as_many_records_as_it_holds(
     state.wait_compacted()
     live = _view(state)
     state._journal.flush()
+    assert _view(_state(tmp_path)) == live
+
+
+def test_a_compaction_serializes_again_only_the_positions_changed_since_the_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Positions nobody touched since the last snapshot are written as they were then: a group
+    holding many messages in flight and doing nothing costs a compaction no serialization."""
+    state = _state(tmp_path)
+    with state.batch():
+        for q in range(4):
+            state.deliver_new("idle", "t", q, list(range(500)), 10**13)
+    state.deliver_new("busy", "t", 0, [0, 1], 10**13)
+    state.compact()
+    serialized_now: list[tuple[str, int]] = []
+    original = pop_module.serialized_item
+
+    def counted(item: dict[str, Any]) -> bytes:
+        serialized_now.append((item["g"], item["q"]))
+        return original(item)
+
+    monkeypatch.setattr(pop_module, "serialized_item", counted)
+    state.ack("busy", "t", 0, 0)
+    state.compact()
+    assert serialized_now == [("busy", 0)]
+    serialized_now.clear()
+    state.compact()  # nothing changed: nothing serialized
+    assert serialized_now == []
+    state.advance("idle", "t", 2, 600)
+    state.compact_in_background()
+    state.wait_compacted()
+    assert serialized_now == [("idle", 2)]
+    live = _view(state)
+    state._journal.flush()
+    assert _view(_state(tmp_path)) == live
+
+
+def test_positions_kept_as_written_reload_the_same_through_random_changes_and_failed_snapshots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every kind of change to a few positions, most of them idle for stretches (so their parts are
+    reused), compactions every few calls in the background, some snapshot threads dying before
+    they serialize: a state reopened from disk at any point is the live one."""
+    import random
+
+    rng = random.Random(5)
+    state = _state(tmp_path, compact_after=60)
+    hot = [("a", "t", 0), ("fifo", "t", 0)]
+    cold = [(g, "t", q) for g in ("a", "b", "fifo") for q in range(1, 5)]  # changed now and then
+    cursor = dict.fromkeys(hot + cold, 0)
+    original = PopState._write_snapshot
+
+    def sometimes_dies(self: PopState, *args: Any) -> None:
+        if rng.random() < 0.2:
+            return  # the thread ended before it serialized anything (killed, an error)
+        original(self, *args)
+
+    monkeypatch.setattr(PopState, "_write_snapshot", sometimes_dies)
+    for step in range(3000):
+        g, t, q = key = rng.choice(hot if rng.random() < 0.85 else cold)
+        pos = state.position(g, t, q)
+        op = rng.random()
+        with state.batch():
+            if op < 0.3:
+                offsets = list(range(cursor[key], cursor[key] + rng.randrange(1, 5)))
+                cursor[key] += len(offsets)
+                if g == "fifo":
+                    for o in offsets:
+                        state.deliver(g, t, q, o, 1, 10**13, o + 1, message_group=f"mg{o % 3}")
+                else:
+                    state.deliver_new(g, t, q, offsets, 10**13 + step)
+            elif op < 0.4 and pos.in_flight:
+                entry = pos.in_flight[rng.choice(list(pos.in_flight))]
+                state.extend(g, t, q, entry, 10**13 + step)
+            elif op < 0.55 and pos.in_flight:
+                offset = rng.choice(list(pos.in_flight))
+                state.deliver(g, t, q, offset, 2, 10**13 + step, cursor[key])
+            elif op < 0.8 and pos.in_flight:
+                chosen = rng.sample(list(pos.in_flight), min(len(pos.in_flight), rng.randrange(1, 4)))
+                state.ack_many(g, t, q, chosen)
+            elif op < 0.85 and g == "fifo":
+                state.hold(g, t, q, cursor[key], f"mg{cursor[key] % 3}", cursor[key] + 1)
+                cursor[key] += 1
+            elif op < 0.9:
+                cursor[key] += rng.randrange(1, 4)
+                state.advance(g, t, q, cursor[key])
+            elif op < 0.93:
+                state.reset(g, t, q, cursor[key])
+            elif op < 0.95:
+                state.forget([key])
+        if step % 97 == 0:
+            state.wait_compacted()
+            live = _view(state)
+            state._journal.flush()  # a crash now
+            assert _view(_state(tmp_path)) == live, step
+    monkeypatch.setattr(PopState, "_write_snapshot", original)
+    state.wait_compacted()
+    live = _view(state)
+    state.close()
     assert _view(_state(tmp_path)) == live
