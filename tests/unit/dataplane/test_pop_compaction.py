@@ -42,6 +42,14 @@ def _view(state: PopState) -> list[Any]:
     return sorted(json.dumps(item, sort_keys=True) for item in state.export())
 
 
+def _reopens_the_same(state: PopState, where: Path) -> None:
+    """A crash now (no close(), no last compaction): the state reopened from disk is the live one."""
+    state.wait_compacted()
+    live = _view(state)
+    state._journal.flush()
+    assert _view(_state(where)) == live
+
+
 def _files(where: Path) -> list[str]:
     return sorted(p.name for p in (where / "pop").iterdir())
 
@@ -195,10 +203,7 @@ def test_a_large_state_is_compacted_after_as_many_records_as_it_holds(
     with state.batch():
         state.deliver_new("g", "t", 0, list(range(1000, 1100)), 10**13)
     assert compactions == [1000, 0, 100]
-    state.wait_compacted()
-    live = _view(state)
-    state._journal.flush()
-    assert _view(_state(tmp_path)) == live
+    _reopens_the_same(state, tmp_path)
 
 
 def test_a_compaction_serializes_again_only_the_positions_changed_since_the_last(
@@ -230,9 +235,7 @@ def test_a_compaction_serializes_again_only_the_positions_changed_since_the_last
     state.compact_in_background()
     state.wait_compacted()
     assert serialized_now == [("idle", 2)]
-    live = _view(state)
-    state._journal.flush()
-    assert _view(_state(tmp_path)) == live
+    _reopens_the_same(state, tmp_path)
 
 
 def test_positions_kept_as_written_reload_the_same_through_random_changes_and_failed_snapshots(
@@ -289,10 +292,7 @@ def test_positions_kept_as_written_reload_the_same_through_random_changes_and_fa
             elif op < 0.95:
                 state.forget([key])
         if step % 97 == 0:
-            state.wait_compacted()
-            live = _view(state)
-            state._journal.flush()  # a crash now
-            assert _view(_state(tmp_path)) == live, step
+            _reopens_the_same(state, tmp_path)
     monkeypatch.setattr(PopState, "_write_snapshot", original)
     state.wait_compacted()
     live = _view(state)
