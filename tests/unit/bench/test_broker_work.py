@@ -26,9 +26,8 @@ async def test_every_message_is_received_and_acked_once(tmp_path: Path) -> None:
         assert 0 < figures[key] < 10_000, (key, figures[key])
     # measured (that the caller does not wait for the snapshot's fsync is test_pop_compaction's)
     assert 0 < figures["broker_pop_compaction_ms"] < 1_000
-    # positions unchanged since the last snapshot are not exported again: the loop's part is the
-    # journal's rotation alone
-    assert 0 < figures["broker_pop_compaction_unchanged_ms"] < figures["broker_pop_compaction_ms"]
+    # (that unchanged positions are not serialized again is test_pop_compaction's; times are the bench's)
+    assert figures["broker_pop_compaction_unchanged_ms"] > 0
     # the store still holds what was consumed: the harness leaves a given directory in place
     assert (tmp_path / "store").is_dir()
 
