@@ -228,6 +228,15 @@ def process(argv: list[str], port: int) -> Iterator[subprocess.Popen[bytes]]:
             proc.wait()
 
 
+def bare_server_argv(port: int, relay_metrics: int | None = None) -> list[str]:
+    """The command of the bare server on ``port`` (bench/bare_grpc_server.py); with ``relay_metrics``,
+    in relay mode, serving its receives' write times on that port."""
+    argv = [sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(port)]
+    if relay_metrics is not None:
+        argv += ["--relay", "--metrics", str(relay_metrics)]
+    return argv
+
+
 @contextlib.contextmanager
 def our_broker(flush: str, metrics_port: int = 0) -> Iterator[tuple[str, int]]:
     port = free_port()
@@ -781,8 +790,7 @@ async def run_single_only(count: int = 10_000) -> dict[str, Any]:
     """Only the single-message produce rates, the bare server's and ours, ROUNDS rounds of ``count``
     in alternation (``--single-only``: quick A/B of the send path)."""
     port = free_port()
-    bare_argv = [sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(port)]
-    with process(bare_argv, port) as bare, our_broker("async") as (target, pid):
+    with process(bare_server_argv(port), port) as bare, our_broker("async") as (target, pid):
         results = await produce_rounds(SINGLE, f"127.0.0.1:{port}", target, count, (bare.pid, pid))
     results["single_vs_bare_single"] = results[SINGLE[0]] / results[SINGLE[1]]
     return results
@@ -791,7 +799,7 @@ async def run_single_only(count: int = 10_000) -> dict[str, Any]:
 async def run_calls_only() -> dict[str, Any]:
     """Only the CPU-per-call phases, bare server and ours (``--calls-only``: quick A/B of the call path)."""
     port = free_port()
-    with process([sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(port)], port) as bare:
+    with process(bare_server_argv(port), port) as bare:
         results = await cpu_per_call_figures(f"127.0.0.1:{port}", bare.pid, "grpc_ceiling_")
     with our_broker("async") as (target, pid):
         results |= await cpu_per_call_figures(target, pid, "")
@@ -803,9 +811,8 @@ async def run_consume_only(count: int = 40_000) -> dict[str, Any]:
     alternation: the median of each figure, and every round's in ``<figure>_rounds``
     (``--consume-only``: quick A/B of the receive path)."""
     port = free_port()
-    bare_argv = [sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(port)]
     rounds: dict[str, list[dict[str, float]]] = {"grpc_ceiling_": [], "": []}
-    with process(bare_argv, port) as bare, our_broker("async") as (target, pid):
+    with process(bare_server_argv(port), port) as bare, our_broker("async") as (target, pid):
         # what our rounds consume, and the batches a round's last receives may take beyond its count
         await produce(target, (count + 4 * 32) * ROUNDS, 64, 8)
         pair = [("grpc_ceiling_", f"127.0.0.1:{port}", bare.pid), ("", target, pid)]
@@ -901,13 +908,9 @@ async def run_e2e_only(e2e_consumers: int = E2E_CONSUMERS, seconds: float = 6) -
     round's in ``<figure>_rounds``), on a broker holding a backlog as the full run's does
     (``--e2e-only``: quick A/B of the delivery path)."""
     relay_port, relay_metrics = free_port(), free_port()
-    relay_argv = [
-        *(sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(relay_port)),
-        *("--relay", "--metrics", str(relay_metrics)),
-    ]
     metrics_port = free_port()
     with (
-        process(relay_argv, relay_port) as relay,
+        process(bare_server_argv(relay_port, relay_metrics), relay_port) as relay,
         our_broker("async", metrics_port) as (target, pid),
         ConsumerProcess(e2e_consumers) as consumers,
     ):
@@ -929,11 +932,9 @@ async def run(quick: bool, e2e_consumers: int = E2E_CONSUMERS) -> dict[str, Any]
     port = free_port()
     metrics_port = free_port()
     relay_port, relay_metrics = free_port(), free_port()
-    bare_argv = [sys.executable, str(REPO / "bench" / "bare_grpc_server.py"), str(port)]
-    relay_argv = [*bare_argv[:-1], str(relay_port), "--relay", "--metrics", str(relay_metrics)]
     with (
-        process(bare_argv, port) as bare,
-        process(relay_argv, relay_port) as relay,
+        process(bare_server_argv(port), port) as bare,
+        process(bare_server_argv(relay_port, relay_metrics), relay_port) as relay,
         our_broker("async", metrics_port) as (target, pid),
         ConsumerProcess(e2e_consumers) as consumers,
     ):
