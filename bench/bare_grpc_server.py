@@ -14,9 +14,11 @@ stack.
 With ``--relay`` it is the framework's floor for the end-to-end runs instead: SendMessage keeps the
 messages it is sent in memory (in order, nothing on disk, no index, no POP state) and ReceiveMessage
 hands them out, up to ``batch_size`` per call, long-polling until a send arrives or the client's
-timeout runs out, as the broker does. QueryRoute, Telemetry and Heartbeat answer enough for the SDK's
-producer to send through it. So ``e2e_latency`` runs the same client code against it as against the
-broker, and what it measures is what the two gRPC hops (send, receive) cost on this machine.
+timeout runs out, as the broker does; it stamps each with a store timestamp as the broker does (the
+wall clock in whole milliseconds, when its SendMessage took it). QueryRoute, Telemetry and Heartbeat
+answer enough for the SDK's producer to send through it. So ``e2e_latency`` runs the same client
+code against it as against the broker, and what it measures is what the two gRPC hops (send,
+receive) cost on this machine.
 Its receives' write times go into the broker's own histogram, ``mq_broker_receive_write_seconds``
 (from the messages taken to the last response handed to gRPC, timed as the broker times its
 receives), served on ``/metrics`` with ``--metrics PORT``: the write phase of the framework alone.
@@ -134,7 +136,9 @@ class RelayMessagingService(BareMessagingService):
     ) -> svc.SendMessageResponse:
         ok = self.ok
         entries = []
+        stored_ms = time.time_ns() // 1_000_000  # a store timestamp as the broker's (whole ms)
         for m in request.messages:
+            m.system_properties.store_timestamp.FromMilliseconds(stored_ms)
             self.pending.append(m)
             entries.append(svc.SendResultEntry(status=ok, message_id=m.system_properties.message_id))
         # one parked receive per batch of messages takes them (the broker wakes its long polls so)

@@ -48,9 +48,16 @@ Figures (``--json PATH`` writes them):
                                  (``grpc_ceiling_e2e_receive_write_ms``, below) are timed the same way
                                  into the same histogram (its ``--metrics`` port): the write phase of
                                  the framework alone
+- e2e_to_store_p50_ms / _p99_ms, e2e_after_store_p50_ms / _p99_ms   in that run, each message's time
+                                 cut at its store timestamp (the consumers read it off the message;
+                                 the relay stamps one as the broker does): the median and p99 of the
+                                 part up to it (the producer's batching, the send, the server until
+                                 it stored the message) and of the part after (until a receive took
+                                 it, its stream, the consumer); whole-millisecond stamps, so the
+                                 first part reads up to 1 ms short and the second as much long
 - grpc_ceiling_e2e_p99_ms(_at_300_msgs_per_s) / _e2e_send_p99_ms / _e2e_server_cpu / _e2e_client_cpu
   / _e2e_consumers_cpu / _e2e_p99_ms_first_fifth / _last_fifth / _e2e_receive_batch
-  / _e2e_receive_write_ms / ...
+  / _e2e_receive_write_ms / _e2e_to_store_p99_ms / ...
                                  the e2e_p99_ms run (and the 300 msgs/s one) through the bare server
                                  in relay mode (``--relay``: messages kept in memory, handed to the
                                  next receives): the floor the framework and this client set on this
@@ -140,6 +147,7 @@ import asyncio
 import contextlib
 import gc
 import json
+import math
 import os
 import platform
 import shutil
@@ -546,6 +554,7 @@ async def e2e_latency(
     drift: dict[str, float] | None = None,
     receives: dict[str, float] | None = None,
     max_in_flight: int = 1,
+    split: dict[str, float] | None = None,
 ) -> tuple[float, float]:
     """p99 of send -> receipt in ms, with consumers long-polling while a paced producer sends; and
     p99 of send -> SendMessage answer (when the two are close, the sends queue, not the delivery).
@@ -559,7 +568,8 @@ async def e2e_latency(
     apart, the consumers fell behind. ``receives`` gets, over the receives that returned messages,
     the mean batch (``batch``) and the medians in ms from the call to its first message
     (``first_ms``) and from its first message to its last (``stream_ms``, receives of 2 or more):
-    where a receive's time goes."""
+    where a receive's time goes. ``split`` gets :func:`store_split` of the receipts: the part of
+    each message's time before its store timestamp and the part after."""
     total = int(rate * seconds)
     sent: list[float] = []
     async with stub(target) as s:
@@ -649,10 +659,33 @@ async def e2e_latency(
         receives["first_ms"] = statistics.median(f for _, f, _ in shapes)
         streamed = [t for n, _, t in shapes if n >= 2]
         receives["stream_ms"] = statistics.median(streamed) if streamed else 0.0
+    if split is not None:
+        split.update(store_split(latencies, receipts.to_store))
     if drift is not None:
         fifth = max(len(latencies) // 5, 1)
         drift["first"], drift["last"] = p99(latencies[:fifth]), p99(latencies[-fifth:])
     return p99(latencies), p99(sent)
+
+
+def store_split(latencies: list[float], to_store: list[float]) -> dict[str, float]:
+    """Each message's ms split at its store timestamp (``to_store``: ms from its ``t0`` to it, NaN
+    for none; ``latencies`` the whole, in the same order): the median and p99 of the part up to the
+    store (``to_store_p50``, ``to_store_p99``: the producer's batching, the send call, the server
+    until it stored it) and of the part after (``after_store_p50``, ``after_store_p99``: until a
+    receive took it, its stream, the consumer). A store timestamp is in whole milliseconds, so the
+    first part reads up to 1 ms short and the second as much long. Messages without one are left
+    out; with none, NaN."""
+    pairs = [(whole, part) for whole, part in zip(latencies, to_store, strict=True) if not math.isnan(part)]
+    if not pairs:
+        return dict.fromkeys(("to_store_p50", "to_store_p99", "after_store_p50", "after_store_p99"), math.nan)
+    before = [part for _, part in pairs]
+    after = [whole - part for whole, part in pairs]
+    return {
+        "to_store_p50": statistics.median(before),
+        "to_store_p99": p99(before),
+        "after_store_p50": statistics.median(after),
+        "after_store_p99": p99(after),
+    }
 
 
 def _over(samples: list[Any], count: float, bound: str) -> float:
@@ -850,13 +883,15 @@ async def e2e_figures(
     """The e2e_p99_ms run against ``where`` (5,000 msgs/s through the SDK's batching producer, 1 ms
     delay) and its figures, named with ``prefix``: the p99s (all, first and last fifth, sends), the
     cores busy (``server`` names the serving process's: ``broker`` or ``server``), the stolen share,
-    and the receives' shape (see :func:`e2e_latency`); with ``metrics_port`` (where the server serves
-    ``mq_broker_receive_write_seconds``: our broker, or the relay with ``--metrics``), how long its
-    receives took to hand their streams to gRPC (``e2e_receive_write_ms``, the mean, and
-    ``e2e_receive_writes_over_5ms``, the share that took longer)."""
+    the receives' shape and the split at the store (see :func:`e2e_latency`); with ``metrics_port``
+    (where the server serves ``mq_broker_receive_write_seconds``: our broker, or the relay with
+    ``--metrics``), how long its receives took to hand their streams to gRPC
+    (``e2e_receive_write_ms``, the mean, and ``e2e_receive_writes_over_5ms``, the share that took
+    longer)."""
     cpu: dict[str, float] = {}
     drift: dict[str, float] = {}
     shape: dict[str, float] = {}
+    split: dict[str, float] = {}
     writes = receive_writes(metrics_port) if metrics_port else None
     high, high_send = await e2e_latency(
         where,
@@ -868,6 +903,7 @@ async def e2e_figures(
         pid=pid,
         drift=drift,
         receives=shape,
+        split=split,
     )
     figures = {
         f"{prefix}e2e_p99_ms": high,
@@ -883,6 +919,7 @@ async def e2e_figures(
         count, total, within = (b - a for a, b in zip(writes, receive_writes(metrics_port), strict=True))
         figures[f"{prefix}e2e_receive_write_ms"] = total / count * 1000 if count else 0.0
         figures[f"{prefix}e2e_receive_writes_over_5ms"] = (count - within) / count if count else 0.0
+    figures |= {f"{prefix}e2e_{key}_ms": value for key, value in split.items()}
     return figures | {f"{prefix}e2e_receive_{key}": value for key, value in shape.items()}
 
 

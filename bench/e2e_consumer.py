@@ -16,8 +16,10 @@ serves every e2e run of a bench:
   they are started.
 - ``{"cmd": "finish", "expect": E, "timeout_s": S}``: waits until E messages carrying a ``t0``
   property arrived (or S seconds), stops the threads and answers ``{"latencies": [...],
-  "shapes": [...], "cpu_s": ...}``: each such message's ms from its ``t0`` (a ``time.monotonic_ns``
-  of the sender, the same clock in every process of the machine) to its arrival, in arrival order;
+  "to_store": [...], "shapes": [...], "cpu_s": ...}``: each such message's ms from its ``t0`` (a
+  ``time.monotonic_ns`` of the sender, the same clock in every process of the machine) to its
+  arrival, in arrival order; for each, the ms from its ``t0`` to its store timestamp (the server's
+  wall clock, in whole milliseconds as RocketMQ keeps it: up to 1 ms short; NaN without one);
   per receive that returned messages, [count, ms to its first, ms from its first to its last]; and
   this process's CPU seconds since ``begin``.
 - ``{"cmd": "exit"}`` (or stdin closed): ends the process.
@@ -58,6 +60,7 @@ class Receipts:
     """What one run's consumers saw (see the module docstring)."""
 
     latencies: list[float] = field(default_factory=list)
+    to_store: list[float] = field(default_factory=list)  # of the same messages, in the same order
     shapes: list[tuple[int, float, float]] = field(default_factory=list)
     cpu_s: float = 0.0
 
@@ -77,6 +80,8 @@ class _Run:
         self.arrived = threading.Condition(self.lock)
         self.stopping = threading.Event()
         self.cpu_start = time.process_time()
+        # t0 is of the monotonic clock, store timestamps of the wall clock: both read here, once
+        self.wall_minus_monotonic_ns = time.time_ns() - time.monotonic_ns()
         self.threads = [
             threading.Thread(target=self._consume, daemon=True) for _ in range(int(command.get("threads", 4)))
         ]
@@ -101,6 +106,7 @@ class _Run:
         while not self.stopping.is_set():
             entries: list[svc.AckMessageEntry] = []
             latencies: list[float] = []
+            to_store: list[float] = []
             called = first = last = time.monotonic_ns()
             try:
                 for frame in self.stub.ReceiveMessage(request, timeout=CALL_TIMEOUT_S):
@@ -113,6 +119,7 @@ class _Run:
                     sent = message.user_properties.get("t0")
                     if sent is not None:
                         latencies.append((now - int(sent)) / 1e6)
+                        to_store.append(self._to_store_ms(int(sent), message.system_properties))
                     entries.append(
                         svc.AckMessageEntry(
                             message_id=message.system_properties.message_id,
@@ -127,6 +134,7 @@ class _Run:
             if entries:
                 with self.lock:
                     self.receipts.latencies.extend(latencies)
+                    self.receipts.to_store.extend(to_store)
                     self.receipts.shapes.append((len(entries), (first - called) / 1e6, (last - first) / 1e6))
                     self.arrived.notify_all()
                 ack = svc.AckMessageRequest(group=self.group, topic=self.topic, entries=entries)
@@ -134,6 +142,13 @@ class _Run:
                     self.stub.AckMessage(ack, timeout=CALL_TIMEOUT_S)
                 except grpc.RpcError:
                     pass  # the run's latencies are taken at receipt; an unacked message comes back later
+
+    def _to_store_ms(self, sent_ns: int, system: pb.SystemProperties) -> float:
+        """ms from a message's ``t0`` to its store timestamp (NaN when the server set none)."""
+        if not system.HasField("store_timestamp"):
+            return float("nan")
+        stored_ns = system.store_timestamp.ToNanoseconds() - self.wall_minus_monotonic_ns
+        return (stored_ns - sent_ns) / 1e6
 
     def finish(self, expect: int, timeout_s: float) -> Receipts:
         deadline = time.monotonic() + timeout_s
@@ -173,7 +188,14 @@ def serve(commands: IO[str], answers: IO[str]) -> None:
                 continue
             receipts = run.finish(int(command["expect"]), float(command.get("timeout_s", 10)))
             run = None
-            answer({"latencies": receipts.latencies, "shapes": receipts.shapes, "cpu_s": receipts.cpu_s})
+            answer(
+                {
+                    "latencies": receipts.latencies,
+                    "to_store": receipts.to_store,
+                    "shapes": receipts.shapes,
+                    "cpu_s": receipts.cpu_s,
+                }
+            )
         elif command["cmd"] == "exit":
             break
         else:
@@ -251,7 +273,12 @@ class ConsumerProcess:
         self._send({"cmd": "finish", "expect": expect, "timeout_s": timeout_s})
         answer = self._answer()
         shapes = [(int(n), float(f), float(s)) for n, f, s in answer["shapes"]]
-        return Receipts([float(x) for x in answer["latencies"]], shapes, float(answer["cpu_s"]))
+        return Receipts(
+            [float(x) for x in answer["latencies"]],
+            [float(x) for x in answer["to_store"]],
+            shapes,
+            float(answer["cpu_s"]),
+        )
 
 
 if __name__ == "__main__":
