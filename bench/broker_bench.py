@@ -14,6 +14,9 @@ Figures (``--json PATH`` writes them):
 - push_consume_msgs_per_s        our SDK's AsyncPushConsumer, a listener answering SUCCESS at once
                                  (8,000 messages; 50,000 without --quick); ``push_vs_consume`` is
                                  its ratio to consume_msgs_per_s (one AckMessage per receive there)
+- push_consume_client_cpu_us_per_msg   ``--push-only``: this process's CPU per message in the
+                                 push consumer's runs (as consume_client_cpu_us_per_msg, below, in
+                                 the consume loops')
 - e2e_p99_ms                     send -> receipt by a waiting consumer, paced at 5,000 msgs/s, sent
                                  through the SDK's batching producer (BatchingOptions, 1 ms delay);
                                  the median of ROUNDS runs (2 s each with --quick, 6 s without)
@@ -137,7 +140,9 @@ runs only the CPU-per-call phases, ``--consume-only`` only the consume loops (RO
 40,000 messages alternating between the bare server and ours, medians), ``--e2e-only`` only the
 e2e_p99_ms run (ROUNDS rounds alternating between the relay and ours, on a broker holding 100,000
 messages), ``--single-only`` only the single-message produce rates (ROUNDS rounds of 10,000
-alternating between the bare server and ours, medians): quick A/B runs of one path.
+alternating between the bare server and ours, medians), ``--push-only`` only the SDK's push consumer
+(ROUNDS rounds of 20,000 alternating with the consume loop, on our broker, medians, with this
+process's CPU per message in each): quick A/B runs of one path.
 """
 
 from __future__ import annotations
@@ -508,6 +513,33 @@ async def push_consume(target: str, count: int) -> float:
     async with consumer:
         await asyncio.wait_for(done.wait(), 120)
     return (count - 1) / (last - first)
+
+
+async def push_rounds(target: str, count: int) -> dict[str, Any]:
+    """ROUNDS rounds alternating our SDK's push consumer and the plain consume loop on ``target``,
+    ``count`` messages each, and this process's CPU per message in each (``--push-only``)."""
+    await produce(target, (count + 4 * 32) * ROUNDS * 2, 64, 8)
+    rounds: dict[str, list[dict[str, float]]] = {"push": [], "loop": []}
+    for round_ in range(ROUNDS):
+        for side in ("push", "loop") if round_ % 2 == 0 else ("loop", "push"):
+            started = time.process_time()
+            if side == "push":
+                rate = await push_consume(target, count)
+            else:
+                rate = await consume(target, count)
+            cpu_us = (time.process_time() - started) / count * 1e6
+            name = "push_consume" if side == "push" else "consume"
+            rounds[side].append({f"{name}_msgs_per_s": rate, f"{name}_client_cpu_us_per_msg": cpu_us})
+    results = medians(rounds)
+    results["push_vs_consume"] = results["push_consume_msgs_per_s"] / results["consume_msgs_per_s"]
+    return results
+
+
+async def run_push_only(count: int = 20_000) -> dict[str, Any]:
+    """Only the push consumer against the consume loop, on our broker (``--push-only``: quick A/B
+    of the SDK's push consumer)."""
+    with our_broker("async") as (target, _):
+        return await push_rounds(target, count)
 
 
 async def cpu_per_call(target: str, pid: int, rate: int, seconds: float) -> float:
@@ -1095,6 +1127,9 @@ def main() -> None:
         "--single-only", action="store_true", help="only the single-message produce rates (bare, ours)"
     )
     parser.add_argument(
+        "--push-only", action="store_true", help="only the SDK's push consumer against the consume loop"
+    )
+    parser.add_argument(
         "--loop", choices=("uvloop", "asyncio"), default="uvloop", help="the servers' event loop"
     )
     parser.add_argument(
@@ -1130,6 +1165,8 @@ def main() -> None:
         results = asyncio.run(run_e2e_only(args.e2e_consumers))
     elif args.single_only:
         results = asyncio.run(run_single_only())
+    elif args.push_only:
+        results = asyncio.run(run_push_only())
     else:
         results = asyncio.run(run(args.quick, args.e2e_consumers))
     results["event_loop"] = args.loop
@@ -1137,7 +1174,7 @@ def main() -> None:
         results["server_cpus"] = args.server_cpus
     if not (args.calls_only or args.single_only):
         results["consume_client"] = args.consume_client
-    if not (args.calls_only or args.consume_only or args.single_only):
+    if not (args.calls_only or args.consume_only or args.single_only or args.push_only):
         results["e2e_consumers"] = args.e2e_consumers
     text = json.dumps(results, indent=2, default=float)
     sys.stdout.write(text + "\n")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mqcloud._base import BaseClient, duration
-from mqcloud.ack_batching import MAX_ACK_ENTRIES, AckCoalescer, check_ack
+from mqcloud.ack_batching import MAX_ACK_ENTRIES, AckCoalescer, Outcome, check_ack
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from mqcloud.config import ClientConfig, endpoints_key
@@ -36,12 +37,17 @@ class ConsumerBase(BaseClient):
         self.group = group
         self.subscriptions = _filters(subscriptions)
         self._acks: AckCoalescer | None = None  # made on the loop of the first ack
+        self._topics: dict[str, pb.Resource] = {}  # of the topics acked at
+        self._group_resource: pb.Resource | None = None
 
     def _initial_topics(self) -> list[str]:
         return list(self.subscriptions)
 
     def _group(self) -> pb.Resource:
-        return self.resource(self.group)
+        """The group's Resource, made once (requests copy it; nothing changes it in place)."""
+        if self._group_resource is None:
+            self._group_resource = self.resource(self.group)
+        return self._group_resource
 
     def _subscription(self) -> pb.Subscription:
         return pb.Subscription(
@@ -109,10 +115,19 @@ class ConsumerBase(BaseClient):
 
         Acks made while another of the same broker and topic is unanswered go out together in one
         AckMessage call (``mqcloud.ack_batching``); each still fails or succeeds on its own."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.ack_then(message, future)
+        await future
+
+    def ack_then(self, message: MessageView, outcome: asyncio.Future[None] | Outcome) -> None:
+        """:meth:`ack` without waiting: ``outcome`` gets its result (``AckCoalescer.ack_then``)."""
         if self._acks is None:
             self._acks = AckCoalescer(self._ack_call)
-        topic = self.resource(message.topic)
-        await self._acks.ack(message.endpoint, self._group(), topic, ack_entry(message))
+        topic = self._topics.get(message.topic)
+        if topic is None:  # one Resource per topic, not one per ack
+            topic = self._topics[message.topic] = self.resource(message.topic)
+        entry = svc.AckMessageEntry(message_id=message.message_id, receipt_handle=message.receipt_handle)
+        self._acks.ack_then(message.endpoint, self._group(), topic, entry, outcome)
 
     async def _ack_call(self, endpoint: str, request: svc.AckMessageRequest) -> Any:
         return await self.rpc.unary(endpoint, "AckMessage", request)

@@ -10,25 +10,30 @@ while one is in flight the acks of that key collect and leave together when it i
 waits at most one round trip more than it would have alone.
 
 Each ack's outcome is its own entry's status: a stale receipt handle fails that ack only. A call
-that fails as a whole (the broker unreachable) fails every ack it carried.
+that fails as a whole (the broker unreachable) fails every ack it carried. An ack's outcome goes to
+a future its caller awaits (:meth:`AckCoalescer.ack`) or to a function called with it
+(:meth:`AckCoalescer.ack_then`): the push consumer settles thousands of messages a second, and a
+future and the resumption of the coroutines awaiting it were a large part of its work per message.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Union
 
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from mqcloud.errors import MULTIPLE_RESULTS, IllegalStateError, check_status
 
-__all__ = ("MAX_ACK_ENTRIES", "AckCoalescer", "check_ack")
+__all__ = ("MAX_ACK_ENTRIES", "AckCoalescer", "Outcome", "check_ack")
 
 #: Entries per AckMessage call (brokers refuse more than 1,024).
 MAX_ACK_ENTRIES = 256
 
 Key = tuple[str, str, str]  # (endpoint, the topic's namespace, its name)
-Entry = tuple[svc.AckMessageEntry, "asyncio.Future[None]"]
+#: Called with an ack's outcome: None when the broker acked it, else the error.
+Outcome = Callable[[Union[BaseException, None]], None]  # noqa: UP007
+Entry = tuple[svc.AckMessageEntry, Union["asyncio.Future[None]", Outcome]]
 
 
 class _Queue:
@@ -53,15 +58,28 @@ class AckCoalescer:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def ack(self, endpoint: str, group: Any, topic: Any, entry: svc.AckMessageEntry) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.ack_then(endpoint, group, topic, entry, future)
+        await future
+
+    def ack_then(
+        self,
+        endpoint: str,
+        group: Any,
+        topic: Any,
+        entry: svc.AckMessageEntry,
+        outcome: asyncio.Future[None] | Outcome,
+    ) -> None:
+        """Ack ``entry`` without waiting: ``outcome`` gets its result (a future's result or
+        exception is set; a function is called with None or the error, on the loop). A function is
+        called exactly once, with ``asyncio.CancelledError`` when the loop is going away."""
         key = (endpoint, topic.resource_namespace, topic.name)
         queue = self._queues.get(key)
         if queue is None:
             queue = self._queues[key] = _Queue(group, topic)
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        queue.pending.append((entry, future))
+        queue.pending.append((entry, outcome))
         if not queue.busy:
             self._start(endpoint, queue)
-        await future
 
     def _start(self, endpoint: str, queue: _Queue) -> None:
         batch, queue.pending = queue.pending[:MAX_ACK_ENTRIES], queue.pending[MAX_ACK_ENTRIES:]
@@ -78,15 +96,18 @@ class AckCoalescer:
             try:
                 response = await self._send(endpoint, request)
             except Exception as exc:  # noqa: BLE001 - the call failed as a whole: every ack with it
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
+                for _, outcome in batch:
+                    _tell(outcome, exc)
                 return
             _settle(batch, response)
-        except asyncio.CancelledError:  # the loop is going away: so are the acks' waiters
+        except asyncio.CancelledError as cancelled:  # the loop is going away: so are the acks' waiters
             go_on = False
-            for _, future in batch:
-                future.cancel()
+            left, queue.pending = batch + queue.pending, []
+            for _, outcome in left:
+                if isinstance(outcome, asyncio.Future):
+                    outcome.cancel()
+                else:
+                    _tell(outcome, cancelled)
             raise
         finally:
             queue.busy = False
@@ -120,14 +141,25 @@ def check_ack(response: Any, index: int, count: int) -> None:
         check_status(response.status)
 
 
+def _tell(outcome: asyncio.Future[None] | Outcome, error: BaseException | None) -> None:
+    """Hand one ack's outcome to its future (unless its waiter was cancelled) or function."""
+    if not isinstance(outcome, asyncio.Future):
+        outcome(error)
+    elif outcome.done():
+        pass
+    elif error is None:
+        outcome.set_result(None)
+    else:
+        outcome.set_exception(error)
+
+
 def _settle(batch: list[Entry], response: Any) -> None:
     """Each ack gets its entry's status (:func:`check_ack`)."""
-    for i, (_, future) in enumerate(batch):
-        if future.done():  # its waiter was cancelled
-            continue
+    count = len(batch)
+    for i, (_, outcome) in enumerate(batch):
         try:
-            check_ack(response, i, len(batch))
-        except Exception as exc:  # noqa: BLE001 - handed to this ack's waiter
-            future.set_exception(exc)
+            check_ack(response, i, count)
+        except Exception as exc:  # noqa: BLE001 - handed to this ack's outcome
+            _tell(outcome, exc)
         else:
-            future.set_result(None)
+            _tell(outcome, None)

@@ -8,8 +8,9 @@ Receiving: ``receives_per_queue`` receives (long polls) are kept open at once pe
 (one for FIFO groups); brokers assign a whole topic as one queue, and one receive at a time left the
 consumer waiting for each batch to stream in.
 
-Receives of a non-FIFO group are made on gRPC's blocking API, in threads of their own
-(``mqcloud-receive``), and each hands its messages to the event loop at once: reading a receive's
+Receives of a non-FIFO group are made on gRPC's blocking API, on threads of their own
+(``mqcloud-receive``, kept for the next receive), and each hands its messages to the event loop at
+once: reading a receive's
 streamed responses through grpc.aio cost a response's round trip through gRPC's polling thread and
 the loop each, a large share of the consumer's CPU per message. A receive whose loop is cancelled
 cancels its call, so the broker keeps nothing for it and its messages come back after their invisible
@@ -35,6 +36,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from queue import SimpleQueue
 from typing import Any, Union
 
 from mqcloud._blocking_rpc import BlockingRpc
@@ -59,6 +61,7 @@ log = logging.getLogger("mqcloud.push_consumer")
 
 ASSIGNMENT_SECONDS = 5.0
 RECEIVE_ERROR_PAUSE = 1.0
+ACK_ATTEMPTS = 3  # tries of an ack whose call was lost (0.2 s, then 0.4 s apart)
 
 # The broker's default when its settings reply carries no policy (RocketMQ's 1s ... 2h ladder).
 DEFAULT_CONSUMER_BACKOFF = RetryBackoff(
@@ -75,23 +78,39 @@ class ConsumeResult(enum.Enum):
 MessageListener = Callable[[MessageView], Union[ConsumeResult, Awaitable[ConsumeResult]]]  # noqa: UP007
 
 
-def _in_thread(name: str, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
-    """Run ``fn(*args)`` on a daemon thread of its own; its outcome lands in the returned future.
-    A daemon, not an executor's worker: those are joined at exit, and a consumer never shut down
-    would hold up the interpreter's exit for a receive's long poll."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
+class _Receiver:
+    """A daemon thread that makes receives, one at a time, each handed to it by :meth:`submit`; its
+    outcome lands in the future returned. A daemon, not an executor's worker: those are joined at
+    exit, and a consumer never shut down would hold up the interpreter's exit for a receive's long
+    poll. Kept for the next receive rather than a thread started per receive: starting and ending
+    one cost about a seventh of the consumer's CPU per message. It ends when closed, or after its
+    receive once ``closing`` is set."""
 
-    def run() -> None:
-        try:
-            outcome: tuple[bool, Any] = (True, fn(*args))
-        except BaseException as exc:  # noqa: BLE001 - handed to the future
-            outcome = (False, exc)
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-            loop.call_soon_threadsafe(_settle, future, *outcome)
+    def __init__(self, closing: threading.Event) -> None:
+        self._closing = closing
+        self._work: SimpleQueue[tuple[Any, ...] | None] = SimpleQueue()
+        threading.Thread(target=self._run, name="mqcloud-receive", daemon=True).start()
 
-    threading.Thread(target=run, name=name, daemon=True).start()
-    return future
+    def submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._work.put((loop, future, fn, args))
+        return future
+
+    def close(self) -> None:
+        self._work.put(None)
+
+    def _run(self) -> None:
+        while (work := self._work.get()) is not None:
+            loop, future, fn, args = work
+            try:
+                outcome: tuple[bool, Any] = (True, fn(*args))
+            except BaseException as exc:  # noqa: BLE001 - handed to the future
+                outcome = (False, exc)
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(_settle, future, *outcome)
+            if self._closing.is_set():
+                return
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
@@ -170,12 +189,15 @@ class AsyncPushConsumer(ConsumerBase):
         self.cached_message_bytes = 0
         self._reserved = 0  # room asked for by receives under way (the count bound stays strict)
         self._avg_size = 0.0
-        self._space = asyncio.Condition()
+        # receive loops waiting for room in the cache (woken together when it changes)
+        self._room_waiters: list[asyncio.Future[None]] = []
         self._sem = asyncio.Semaphore(consumption_threads)
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._loops: dict[tuple[str, int, str, int], asyncio.Task[None]] = {}
         self._inflight: set[asyncio.Task[None]] = set()
         self._direct: BlockingRpc | None = None  # the receives' blocking channels (non-FIFO groups)
+        self._receivers: list[_Receiver] = []  # receive threads waiting for their next receive
+        self._receivers_closing = threading.Event()
         self._stopping = False
 
     def _settings(self) -> pb.Settings:
@@ -196,7 +218,8 @@ class AsyncPushConsumer(ConsumerBase):
 
     async def start(self) -> None:
         self._sem = asyncio.Semaphore(self.consumption_threads)
-        self._space = asyncio.Condition()
+        self._room_waiters = []
+        self._receivers_closing = threading.Event()
         self._direct = BlockingRpc(self.config, self.client_id)
         if not inspect.iscoroutinefunction(self.listener):
             self._executor = concurrent.futures.ThreadPoolExecutor(
@@ -261,19 +284,47 @@ class AsyncPushConsumer(ConsumerBase):
         byte_room = int(free_bytes // self._avg_size) - self._reserved
         return min(room, byte_room if self._reserved else max(1, byte_room))
 
+    async def _wait_room(self) -> None:
+        """Until :meth:`_room` is positive (loop-bound: nothing can take the room before the
+        caller's next await)."""
+        while self._room() <= 0:
+            waiter = asyncio.get_running_loop().create_future()
+            self._room_waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if not waiter.done():  # cancelled: no longer waiting
+                    self._room_waiters.remove(waiter)
+
+    def _room_changed(self) -> None:
+        """Wake the receive loops waiting for room; each checks again."""
+        waiters, self._room_waiters = self._room_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
     async def _receive(self, queue: pb.MessageQueue, req: svc.ReceiveMessageRequest) -> list[MessageView]:
         """One receive: on a thread of its own with gRPC's blocking API (see the module docstring),
         on the loop for FIFO groups."""
         if self.fifo or self._direct is None:
             return await super()._receive(queue, req)
         stream = _Stream()
-        done = _in_thread("mqcloud-receive", self._receive_here, queue, req, stream)
+        receiver = self._receivers.pop() if self._receivers else _Receiver(self._receivers_closing)
+        done = receiver.submit(self._receive_here, queue, req, stream)
+        done.add_done_callback(lambda _: self._receiver_free(receiver))
         try:
             return await asyncio.shield(done)
         except asyncio.CancelledError:
             stream.cancel()
             done.add_done_callback(self._received_anyway)
             raise
+
+    def _receiver_free(self, receiver: _Receiver) -> None:
+        """``receiver``'s receive is over: it waits for the next one, or ends if shutting down."""
+        if self._receivers_closing.is_set():
+            receiver.close()
+        else:
+            self._receivers.append(receiver)
 
     def _receive_here(
         self, queue: pb.MessageQueue, req: svc.ReceiveMessageRequest, stream: _Stream
@@ -301,18 +352,16 @@ class AsyncPushConsumer(ConsumerBase):
         self._avg_size = batch_avg if self._avg_size == 0 else 0.8 * self._avg_size + 0.2 * batch_avg
         if not self.fifo:
             for m in messages:
-                task = asyncio.create_task(self._consume(m))
-                self._inflight.add(task)
-                task.add_done_callback(self._inflight.discard)
+                # out of the set when it ends (_consume's last step; no done-callback per task)
+                self._inflight.add(asyncio.create_task(self._consume(m)))
 
     async def _receive_loop(self, topic: str, queue: pb.MessageQueue) -> None:
         # kept while a receive fails: the broker answers the retry with what the lost try took
         attempt_id = str(uuid.uuid4())
         while True:
-            async with self._space:
-                await self._space.wait_for(lambda: self._room() > 0)
-                batch = min(self.receive_batch_size, self._room())
-                self._reserved += batch
+            await self._wait_room()
+            batch = min(self.receive_batch_size, self._room())
+            self._reserved += batch
             messages: list[MessageView] | None = None
             try:  # the reservation ends with the receive, whatever ends it (cancellation too)
                 flt = self.subscriptions.get(topic)
@@ -338,19 +387,19 @@ class AsyncPushConsumer(ConsumerBase):
                 self._reserved -= batch
             if messages:
                 self._accept(messages)
-            async with self._space:
-                self._space.notify_all()  # what the receive did not fill is room again
+            self._room_changed()  # what the receive did not fill is room again
             if messages is None:
                 await asyncio.sleep(RECEIVE_ERROR_PAUSE)
             elif self.fifo:
                 for m in messages:
                     await self._consume_fifo(m)
 
-    async def _release(self, m: MessageView) -> None:
-        async with self._space:
-            self.cached_message_count -= 1
-            self.cached_message_bytes -= len(m.body)
-            self._space.notify_all()
+    def _release(self, m: MessageView) -> None:
+        """``m`` is settled (acked, nacked or forwarded, or given up on): out of the cache."""
+        self.cached_message_count -= 1
+        self.cached_message_bytes -= len(m.body)
+        if self._room_waiters:
+            self._room_changed()
 
     # --- consumption ------------------------------------------------------------------------
     async def _call_listener(self, m: MessageView) -> ConsumeResult:
@@ -369,13 +418,15 @@ class AsyncPushConsumer(ConsumerBase):
         return result if isinstance(result, ConsumeResult) else ConsumeResult.FAILURE
 
     async def _consume(self, m: MessageView) -> None:
+        acking = False
         try:
             if m.corrupted:
                 await self._forward_to_dlq(m)
                 return
             result = await self._call_listener(m)
             if result is ConsumeResult.SUCCESS:
-                await self._ack_with_retry(m)
+                self._ack_then_release(m)
+                acking = True
             elif m.delivery_attempt >= self.backoff.max_attempts:
                 await self._forward_to_dlq(m)
             else:
@@ -383,7 +434,24 @@ class AsyncPushConsumer(ConsumerBase):
         except MQClientError as e:
             log.warning("settling message %s failed: %s", m.message_id, e)
         finally:
-            await self._release(m)
+            if not acking:
+                self._release(m)
+            self._inflight.discard(asyncio.current_task())  # type: ignore[arg-type]
+
+    def _ack_then_release(self, m: MessageView, attempt: int = 1) -> None:
+        """Ack ``m`` without a coroutine waiting for it (see mqcloud.ack_batching) and release it
+        once answered; a call lost on the way is tried again as :meth:`_ack_with_retry` does."""
+
+        def answered(error: BaseException | None) -> None:
+            lost = isinstance(error, (TransportError, InternalError))
+            if lost and attempt < ACK_ATTEMPTS and not self._stopping:
+                asyncio.get_running_loop().call_later(0.2 * attempt, self._ack_then_release, m, attempt + 1)
+                return
+            if isinstance(error, MQClientError):
+                log.warning("settling message %s failed: %s", m.message_id, error)
+            self._release(m)
+
+        self.ack_then(m, answered)
 
     async def _consume_fifo(self, m: MessageView) -> None:
         try:
@@ -402,9 +470,9 @@ class AsyncPushConsumer(ConsumerBase):
         except MQClientError as e:
             log.warning("settling FIFO message %s failed: %s", m.message_id, e)
         finally:
-            await self._release(m)
+            self._release(m)
 
-    async def _ack_with_retry(self, m: MessageView, attempts: int = 3) -> None:
+    async def _ack_with_retry(self, m: MessageView, attempts: int = ACK_ATTEMPTS) -> None:
         for i in range(attempts):
             try:
                 await self.ack(m)
@@ -439,6 +507,10 @@ class AsyncPushConsumer(ConsumerBase):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.gather(*self._inflight, return_exceptions=True), drain_timeout)
         await super().shutdown()
+        self._receivers_closing.set()  # a receive thread still busy ends after its receive
+        for receiver in self._receivers:
+            receiver.close()
+        self._receivers.clear()
         if self._direct is not None:  # ends the receives still parked (their calls are cancelled)
             self._direct.close()
         if self._executor is not None:

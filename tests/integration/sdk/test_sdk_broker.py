@@ -356,6 +356,31 @@ async def test_push_consumer_keeps_several_receives_open(env: Env) -> None:
     assert len(seen) == len(set(seen)) == total
 
 
+async def test_push_consumer_keeps_its_receive_threads_for_the_next_receives(env: Env) -> None:
+    """Receives are made on threads kept for the next receive, not a thread started per receive:
+    a consumer with one receive open at a time makes every receive on the same thread, and its
+    shutdown ends that thread."""
+    total = 200
+    await _send_many(env, total, "k")
+    seen, all_seen, listener = _listener_until(total)
+    consumer = AsyncPushConsumer(env.config, env.group, {env.topic: "*"}, listener, receives_per_queue=1)
+    threads: list[threading.Thread] = []  # kept alive, so no two are ever the same object
+    receive_here = consumer._receive_here
+
+    def recorded(*args: Any) -> list[MessageView]:
+        threads.append(threading.current_thread())
+        return receive_here(*args)
+
+    consumer._receive_here = recorded  # type: ignore[method-assign]
+    async with consumer:
+        await asyncio.wait_for(all_seen.wait(), 40)
+    assert len(threads) >= total // 32  # receives of at most 32 messages
+    assert all(t is threads[0] for t in threads), {t.name for t in threads}
+    threads[0].join(5)
+    assert not threads[0].is_alive()
+    assert len(seen) == len(set(seen)) == total
+
+
 async def test_push_consumer_retries_a_lost_receive_with_its_attempt_id(env: Env) -> None:
     """The answer of a receive is lost (the broker delivered, the consumer saw an error): the
     consumer retries with the same attempt_id and the broker gives the same messages again, at

@@ -167,3 +167,43 @@ async def test_close_waits_for_the_calls_then_cancels_what_is_left() -> None:
     with pytest.raises(asyncio.CancelledError):
         await second
     assert not acks._tasks
+
+
+async def test_an_ack_with_a_function_is_told_its_outcome_once_without_a_waiter() -> None:
+    """``ack_then``: no coroutine waits; the function gets None for an ack that went through, its
+    entry's error for one refused, the call's error for a call lost as a whole, and CancelledError
+    for the acks still collected or in a call when the coalescer is closed at its deadline."""
+    broker = Broker()
+    acks = AckCoalescer(broker.send)
+    told: dict[int, list[BaseException | None]] = {}
+
+    def ack(i: int) -> None:
+        acks.ack_then("e1", GROUP, TOPIC_A, entry(i), lambda error: told.setdefault(i, []).append(error))
+
+    ack(0)
+    ack(1)
+    ack(2)
+    await settle()
+    assert [len(r.entries) for _, r, _ in broker.calls] == [1] and not told  # 1 and 2 collect
+    broker.calls[0][2].set_result(Broker.all_ok(broker.calls[0][1]))
+    await settle()
+    assert told == {0: [None]}
+    response = Broker.all_ok(broker.calls[1][1])
+    response.status.code = pb.Code.MULTIPLE_RESULTS
+    response.entries[0].status.code = pb.Code.INVALID_RECEIPT_HANDLE
+    broker.calls[1][2].set_result(response)
+    await settle()
+    assert told[2] == [None]
+    assert len(told[1]) == 1 and isinstance(told[1][0], BadRequestError)
+    ack(3)
+    await settle()
+    broker.calls[2][2].set_exception(TransportError("AckMessage to e1: unavailable", "UNAVAILABLE"))
+    await settle()
+    assert len(told[3]) == 1 and isinstance(told[3][0], TransportError)
+    ack(4)  # its call is never answered
+    await settle()
+    ack(5)  # collected behind it
+    await acks.close(wait_s=0.2)
+    assert len(told[4]) == 1 and isinstance(told[4][0], asyncio.CancelledError)
+    assert len(told[5]) == 1 and isinstance(told[5][0], asyncio.CancelledError)
+    assert sorted(told) == [0, 1, 2, 3, 4, 5] and all(len(v) == 1 for v in told.values())
