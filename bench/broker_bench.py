@@ -1,6 +1,9 @@
 """Broker throughput and latency, side by side with NATS JetStream, RabbitMQ and a bare gRPC server.
 
 Every party runs in its own process on this machine; the client side is this script. 1 KiB messages.
+Every SendMessage this script makes carries the headers an official RocketMQ 5 client sends
+(:func:`client_headers`: client id, a new request id and date-time per call, language, protocol,
+version, namespace), to the bare server as to ours.
 Figures (``--json PATH`` writes them):
 
 - produce_batched_msgs_per_s     our broker, 64 messages per SendMessage, ASYNC_FLUSH
@@ -193,6 +196,7 @@ from mqcloud.admin.v1 import admin_pb2, admin_pb2_grpc  # noqa: E402
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb  # noqa: E402
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc  # noqa: E402
 from mqcloud.apache.rocketmq.v2 import service_pb2_grpc as svc_grpc  # noqa: E402
+from mqcloud.signing import build_metadata  # noqa: E402
 
 BODY = os.urandom(1024)
 TOPIC = "bench"
@@ -203,6 +207,19 @@ PACED_RATES = (1000, 3000)  # single-message SendMessage calls per second, for t
 # 9-20 ms here from its call to its first message (the broker streams each message as its own
 # send), too slow a cycle for 5,000 msgs/s: the receives came back nearly full, the consumers behind.
 E2E_CONSUMERS = 8
+# The client the bench's own SendMessage calls come from: no namespace, no credentials (the brokers
+# here are open), as an official client of an open broker is configured.
+BENCH_CLIENT = ClientConfig("bench")
+BENCH_CLIENT_ID = f"bench@{os.getpid()}"
+
+
+def client_headers() -> list[tuple[str, str]]:
+    """The headers an official RocketMQ 5 client sends with each call (client id, a new request id
+    and date-time each call, language, protocol, version, namespace): the servers read and decode
+    them for every call, so the bench's calls carry them too."""
+    return build_metadata(BENCH_CLIENT, BENCH_CLIENT_ID)
+
+
 # The consume loops' client: "blocking" (gRPC's blocking API, threads) or "aio" (``--consume-client``).
 CONSUME_CLIENT = "blocking"
 ROUNDS = 3  # alternating rounds of the produce rates compared with the bare server (medians kept)
@@ -332,7 +349,8 @@ async def send_all(
 
     async def worker() -> None:
         while not queue.empty():
-            response = await s.SendMessage(queue.get_nowait(), timeout=deadline_s)
+            request = queue.get_nowait()
+            response = await s.SendMessage(request, timeout=deadline_s, metadata=client_headers())
             if response.status.code != pb.Code.OK:
                 raise RuntimeError(f"send failed: {response.status}")
 
@@ -558,7 +576,7 @@ async def cpu_per_call(target: str, pid: int, rate: int, seconds: float) -> floa
             if delay > 0:
                 await asyncio.sleep(delay)
             request = svc.SendMessageRequest(messages=[message(i)])
-            calls.append(asyncio.ensure_future(s.SendMessage(request, timeout=30)))
+            calls.append(asyncio.ensure_future(s.SendMessage(request, timeout=30, metadata=client_headers())))
         await asyncio.gather(*calls)
         return (cpu_seconds(pid) - before) / count * 1e6
 
@@ -663,7 +681,7 @@ async def e2e_latency(
                 send = producer.send_async(sdk_message)
             else:
                 req = svc.SendMessageRequest(messages=[message(i, t0)])
-                send = asyncio.ensure_future(s.SendMessage(req, timeout=10))
+                send = asyncio.ensure_future(s.SendMessage(req, timeout=10, metadata=client_headers()))
             in_flight.add(send)
             send.add_done_callback(lambda done, t0=t0: answered(done, t0))
         # A failed send must not abort the whole run (and lose every other figure): it is counted.
