@@ -7,7 +7,9 @@ so a consume run against it measures what streaming the responses alone costs. T
 written as the broker writes it (``dataplane.buffered_stream``: one socket write per receive).
 It runs on the event loop a broker started in the same environment would (``MQ_BROKER_EVENT_LOOP``,
 uvloop unless set), with the gRPC core switches such a broker sets (``MQ_BROKER_GRPC_EXPERIMENTS``,
-dataplane/grpc_core.py) and on the CPUs it would keep to (``MQ_BROKER_CPU_AFFINITY``), and it
+dataplane/grpc_core.py), on the CPUs it would keep to (``MQ_BROKER_CPU_AFFINITY``) and with its
+loop's and gRPC's polling thread kept together as it would keep them (``MQ_BROKER_LOOP_CPU``,
+dataplane/loop_cpu.py), and it
 registers its methods as the broker does (:func:`register`), so the two are measured on the same
 stack.
 
@@ -49,6 +51,7 @@ import grpc  # noqa: E402
 from prometheus_client import start_http_server  # noqa: E402
 
 from dataplane.event_loop import run_on  # noqa: E402
+from dataplane.loop_cpu import apply_loop_cpu  # noqa: E402
 from dataplane.metrics import RECEIVE_WRITE  # noqa: E402
 from dataplane.wire import add_servicer  # noqa: E402
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb  # noqa: E402
@@ -242,6 +245,8 @@ async def serve(port: int, relay: bool, metrics_port: int = 0) -> None:
     register(RelayMessagingService(port) if relay else BareMessagingService(), server)
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
+    # the broker's threads as the broker keeps them (its loop_cpu setting): the same stack
+    apply_loop_cpu(_settings.loop_cpu, asyncio.get_running_loop())
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     await server.wait_for_termination()

@@ -14,6 +14,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from dataplane.cpu_affinity import parse_cpu_list
 from dataplane.event_loop import EventLoopKind, uvloop_installed
 from dataplane.grpc_core import DEFAULT_GRPC_EXPERIMENTS
+from dataplane.loop_cpu import parse_loop_cpu
 
 __all__ = ("BrokerSettings", "load_settings")
 
@@ -106,6 +107,10 @@ class BrokerSettings(BaseSettings):
     # them. One CPU spares gRPC's hand-overs between its polling thread and the loop a wake-up of
     # another CPU each (dataplane/cpu_affinity.py). Applies to nodes started by ``mqctl broker start``.
     cpu_affinity: str = ""
+    # The CPU the event loop's thread and gRPC's polling thread share, every other thread running
+    # anywhere (dataplane/loop_cpu.py): "auto" (the loop's CPU at start), a CPU number, or empty (off).
+    # Their hand-overs then wake no other CPU. Applies to nodes started by ``mqctl broker start``.
+    loop_cpu: str = "auto"
     # Freeze the objects alive once the node listens out of the garbage collector's full walks
     # (dataplane/heap.py): then no full collection stalls the loop for long. Off only to compare.
     gc_freeze: bool = True
@@ -191,6 +196,11 @@ class BrokerSettings(BaseSettings):
         if text.strip():
             parse_cpu_list(text)  # the CPUs themselves are checked where they are applied
         return text
+
+    @field_validator("loop_cpu")
+    @classmethod
+    def _loop_cpu(cls, text: str) -> str:
+        return parse_loop_cpu(text)
 
     @model_validator(mode="after")
     def _replication_secret(self) -> BrokerSettings:

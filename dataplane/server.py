@@ -20,6 +20,7 @@ from dataplane.cpu_affinity import format_cpu_list
 from dataplane.guard import Guard
 from dataplane.heap import freeze_startup_heap, watch_gc_pauses
 from dataplane.interceptors import AdminAuthInterceptor, MessagingInterceptor
+from dataplane.loop_cpu import apply_loop_cpu
 from dataplane.loop_lag import LoopLagProbe
 from dataplane.services import BUFFERED_STREAMS, ENCODED_ANSWERS, BrokerAdminServicer, MessagingServicer
 from dataplane.services.cluster import ClusterAdminServicer
@@ -208,6 +209,9 @@ async def run(settings: BrokerSettings, announce: Callable[[str], None] = logger
     logger.info("gRPC core experiments: %s", os.environ.get(grpc_core.ENV) or "grpcio's defaults")
     if settings.cpu_affinity.strip():
         logger.info("CPU affinity: %s", format_cpu_list(os.sched_getaffinity(0)))
+    loop_cpu = apply_loop_cpu(settings.loop_cpu, loop)
+    if loop_cpu is not None:
+        logger.info("the event loop and gRPC's polling thread on CPU %d", loop_cpu.cpu)
     if not buffered_stream.AVAILABLE:
         logger.warning("this grpcio has no write-buffer hint; each streamed response is its own write")
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -222,6 +226,8 @@ async def run(settings: BrokerSettings, announce: Callable[[str], None] = logger
     await stop.wait()
     logger.info("broker stopping (grace %.1fs)", settings.grace_seconds)
     await server.stop()
+    if loop_cpu is not None:
+        loop_cpu.stop()
     announce("broker stopped")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -23,6 +24,14 @@ def start(
     cpu_affinity: Annotated[
         str | None,
         typer.Option("--cpu-affinity", help="CPUs to run on, e.g. 0 or 0-1,4 [MQ_BROKER_CPU_AFFINITY]"),
+    ] = None,
+    loop_cpu: Annotated[
+        str | None,
+        typer.Option(
+            "--loop-cpu",
+            help="CPU of the event loop and gRPC's polling thread: auto, a CPU number, or empty (off) "
+            "[MQ_BROKER_LOOP_CPU]",
+        ),
     ] = None,
     metrics_listen: Annotated[
         str | None,
@@ -46,6 +55,7 @@ def start(
     from dataplane.cpu_affinity import apply_cpu_affinity
     from dataplane.event_loop import run_on
     from dataplane.grpc_core import apply_experiments
+    from dataplane.loop_cpu import choose_cpu
 
     if metrics_listen is not None and metrics_listen.isdigit() and metrics_listen != "0":
         metrics_listen = f"127.0.0.1:{metrics_listen}"
@@ -57,6 +67,7 @@ def start(
             flush=flush,
             metrics_listen=metrics_listen,
             cpu_affinity=cpu_affinity,
+            loop_cpu=loop_cpu,
             dev_mode=True if dev else None,
         )
     except (ValidationError, OSError, ValueError) as exc:
@@ -65,6 +76,8 @@ def start(
     apply_experiments(settings.grpc_experiments)
     try:  # before the server starts its threads, which inherit it
         apply_cpu_affinity(settings.cpu_affinity)
+        if hasattr(os, "sched_getaffinity"):  # a loop_cpu the process may not run on: refused now
+            choose_cpu(settings.loop_cpu, os.sched_getaffinity(0))
     except (ValueError, OSError) as exc:
         abort(f"invalid broker settings: {exc}", code=2)
     from dataplane.server import configure_logging, run

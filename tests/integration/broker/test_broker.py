@@ -504,6 +504,42 @@ def test_cpu_affinity_keeps_every_thread_of_the_node_on_its_cpus(tmp_path: Path)
         process.kill()
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a machine with 2 CPUs or more")
+def test_a_node_keeps_its_event_loop_and_grpcs_poller_on_one_cpu_and_the_rest_anywhere(
+    tmp_path: Path,
+) -> None:
+    """loop_cpu defaults to auto: the loop's thread and gRPC's polling thread share one CPU; the
+    store's threads and every other run on all the CPUs the process has."""
+    process = BrokerProcess(tmp_path / "broker", free_port())
+    process.start()
+    admin = BrokerAdminClient(process.target)
+    try:
+        line = next(
+            line for line in process.output if "the event loop and gRPC's polling thread on CPU" in line
+        )
+        cpu = int(line.rsplit(" ", 1)[1])
+        _setup(admin)
+        with _client(process) as v2:
+            assert v2.send("orders", b"loop and poller together").status.code == pb.Code.OK
+            assert [m.body for m in messages(v2.receive("g1", "orders"))] == [b"loop and poller together"]
+        assert process.proc is not None
+        pid = process.proc.pid
+        threads = {
+            int(task.name): os.sched_getaffinity(int(task.name))
+            for task in Path(f"/proc/{pid}/task").iterdir()
+        }
+        everywhere = os.sched_getaffinity(0)
+        assert threads.pop(pid) == {cpu}  # the main thread runs the event loop
+        kept = [tid for tid, cpus in threads.items() if cpus == {cpu}]
+        assert len(kept) == 1  # gRPC's polling thread
+        assert len(threads) > 3 and all(
+            cpus == everywhere for tid, cpus in threads.items() if tid not in kept
+        )
+    finally:
+        admin.close()
+        process.kill()
+
+
 def test_cpu_affinity_beyond_the_machine_is_refused(tmp_path: Path) -> None:
     missing = max(os.sched_getaffinity(0)) + 1
     process = BrokerProcess(tmp_path / "broker", free_port(), env={"MQ_BROKER_CPU_AFFINITY": f"0,{missing}"})
