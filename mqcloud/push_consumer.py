@@ -9,14 +9,13 @@ Receiving: ``receives_per_queue`` receives (long polls) are kept open at once pe
 consumer waiting for each batch to stream in.
 
 Receives of a non-FIFO group are made on gRPC's blocking API, on threads of their own
-(``mqcloud-receive``, kept for the next receive), and each hands its messages to the event loop at
-once: reading a receive's
-streamed responses through grpc.aio cost a response's round trip through gRPC's polling thread and
-the loop each, a large share of the consumer's CPU per message. A receive whose loop is cancelled
-cancels its call, so the broker keeps nothing for it and its messages come back after their invisible
-time; if its stream had already ended, its messages are consumed anyway (the broker renews them for
-this client). FIFO groups receive on the loop: their messages are consumed in order by the loop that
-received them.
+(``mqcloud-receive``, each kept for the next receive), and each hands its messages to the event loop
+at once: reading a receive's streamed responses through grpc.aio cost a response's round trip through
+gRPC's polling thread and the loop each, a large share of the consumer's CPU per message. A receive
+whose loop is cancelled cancels its call, so the broker keeps nothing for it and its messages come
+back after their invisible time; if its stream had already ended, its messages are consumed anyway
+(the broker renews them for this client). FIFO groups receive on the loop: their messages are
+consumed in order by the loop that received them.
 
 Flow control: receiving pauses while the messages received but not yet acked/nacked exceed
 ``max_cache_message_count`` or ``max_cache_message_size_bytes``. The count bound is strict (each
@@ -304,8 +303,8 @@ class AsyncPushConsumer(ConsumerBase):
                 waiter.set_result(None)
 
     async def _receive(self, queue: pb.MessageQueue, req: svc.ReceiveMessageRequest) -> list[MessageView]:
-        """One receive: on a thread of its own with gRPC's blocking API (see the module docstring),
-        on the loop for FIFO groups."""
+        """One receive: on a receive thread with gRPC's blocking API (see the module docstring), on
+        the loop for FIFO groups."""
         if self.fifo or self._direct is None:
             return await super()._receive(queue, req)
         stream = _Stream()
