@@ -7,8 +7,8 @@ one round trip each. When the two threads sit on different CPUs of a VM, each ha
 other CPU (an inter-processor interrupt and a return from the hypervisor's halt), which costs more
 than the work handed over; on one CPU it is a plain context switch. On the 2-vCPU Xeon VM of
 docs/benchmarks.md ("The event loop and gRPC's polling thread on one CPU") a receive's 16 responses
-went out in a third of the time or less, the end-to-end p99 at 5,000 msgs/s fell by about half and
-consume rose by a tenth, for the bare grpc.aio server and the broker alike.
+went out in half the time (the bare relay's in a quarter), the end-to-end p99 at 5,000 msgs/s fell
+by about a quarter (the relay's by half) and consume rose by a sixth (the bare server's by half).
 
 Only those two threads are kept there. Every other thread (the store's flush and commit services,
 the timer wheel, the executor's workers, gRPC's own) may run on every CPU of the process, the loop's
