@@ -57,12 +57,16 @@ def current_cpu() -> int:
     return int(stat.rpartition(")")[2].split()[36])
 
 
-def choose_cpu(setting: str, allowed: set[int]) -> int | None:
-    """The CPU the ``loop_cpu`` setting names among ``allowed`` (the process's CPUs), for the
-    calling thread; None when off or when there is only one CPU. Raises ValueError for a CPU the
-    process may not run on."""
+def choose_cpu(setting: str, allowed: set[int] | None = None) -> int | None:
+    """The CPU the ``loop_cpu`` setting names among ``allowed`` (default: the CPUs this process may
+    run on), for the calling thread; None when off, when there is only one CPU, or where CPUs cannot
+    be chosen (not Linux). Raises ValueError for a CPU the process may not run on."""
     value = parse_loop_cpu(setting)
-    if not value or len(allowed) < 2 or not hasattr(os, "sched_setaffinity"):
+    if not value or not hasattr(os, "sched_setaffinity"):
+        return None
+    if allowed is None:
+        allowed = os.sched_getaffinity(0)
+    if len(allowed) < 2:
         return None
     if value == "auto":
         cpu = current_cpu()
@@ -135,7 +139,7 @@ class LoopCpu:
 def apply_loop_cpu(setting: str, loop: asyncio.AbstractEventLoop) -> LoopCpu | None:
     """Start :class:`LoopCpu` for the ``loop_cpu`` setting on the calling thread (the loop's), once
     grpc.aio is in use (a server made); None when off."""
-    cpu = choose_cpu(setting, os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set())
+    cpu = choose_cpu(setting)
     if cpu is None:
         return None
     keeper = LoopCpu(cpu)

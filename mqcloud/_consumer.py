@@ -126,8 +126,7 @@ class ConsumerBase(BaseClient):
         topic = self._topics.get(message.topic)
         if topic is None:  # one Resource per topic, not one per ack
             topic = self._topics[message.topic] = self.resource(message.topic)
-        entry = svc.AckMessageEntry(message_id=message.message_id, receipt_handle=message.receipt_handle)
-        self._acks.ack_then(message.endpoint, self._group(), topic, entry, outcome)
+        self._acks.ack_then(message.endpoint, self._group(), topic, ack_entry(message), outcome)
 
     async def _ack_call(self, endpoint: str, request: svc.AckMessageRequest) -> Any:
         return await self.rpc.unary(endpoint, "AckMessage", request)

@@ -41,6 +41,7 @@ from typing import Any, Union
 from mqcloud._blocking_rpc import BlockingRpc
 from mqcloud._consumer import ConsumerBase
 from mqcloud._loop import BlockingClient
+from mqcloud.ack_batching import Outcome
 from mqcloud.apache.rocketmq.v2 import definition_pb2 as pb
 from mqcloud.apache.rocketmq.v2 import service_pb2 as svc
 from mqcloud.backoff import RetryBackoff
@@ -60,7 +61,7 @@ log = logging.getLogger("mqcloud.push_consumer")
 
 ASSIGNMENT_SECONDS = 5.0
 RECEIVE_ERROR_PAUSE = 1.0
-ACK_ATTEMPTS = 3  # tries of an ack whose call was lost (0.2 s, then 0.4 s apart)
+ACK_ATTEMPTS = 3  # tries of an ack whose call was lost (:meth:`AsyncPushConsumer._ack_retrying`)
 
 # The broker's default when its settings reply carries no policy (RocketMQ's 1s ... 2h ladder).
 DEFAULT_CONSUMER_BACKOFF = RetryBackoff(
@@ -437,20 +438,30 @@ class AsyncPushConsumer(ConsumerBase):
                 self._release(m)
             self._inflight.discard(asyncio.current_task())  # type: ignore[arg-type]
 
-    def _ack_then_release(self, m: MessageView, attempt: int = 1) -> None:
-        """Ack ``m`` without a coroutine waiting for it (see mqcloud.ack_batching) and release it
-        once answered; a call lost on the way is tried again as :meth:`_ack_with_retry` does."""
+    def _ack_retrying(self, m: MessageView, settled: Outcome, attempt: int = 1) -> None:
+        """Ack ``m`` without a coroutine waiting for it (see mqcloud.ack_batching); a call lost on
+        the way is tried again (:data:`ACK_ATTEMPTS` tries in all, 0.2 s then 0.4 s apart) unless the
+        consumer is shutting down. ``settled`` gets the last try's outcome (None: acked)."""
 
         def answered(error: BaseException | None) -> None:
             lost = isinstance(error, (TransportError, InternalError))
             if lost and attempt < ACK_ATTEMPTS and not self._stopping:
-                asyncio.get_running_loop().call_later(0.2 * attempt, self._ack_then_release, m, attempt + 1)
-                return
+                loop = asyncio.get_running_loop()
+                loop.call_later(0.2 * attempt, self._ack_retrying, m, settled, attempt + 1)
+            else:
+                settled(error)
+
+        self.ack_then(m, answered)
+
+    def _ack_then_release(self, m: MessageView) -> None:
+        """Ack ``m`` and release it from the cache once the broker answered (or it was given up on)."""
+
+        def settled(error: BaseException | None) -> None:
             if isinstance(error, MQClientError):
                 log.warning("settling message %s failed: %s", m.message_id, error)
             self._release(m)
 
-        self.ack_then(m, answered)
+        self._ack_retrying(m, settled)
 
     async def _consume_fifo(self, m: MessageView) -> None:
         try:
@@ -471,15 +482,11 @@ class AsyncPushConsumer(ConsumerBase):
         finally:
             self._release(m)
 
-    async def _ack_with_retry(self, m: MessageView, attempts: int = ACK_ATTEMPTS) -> None:
-        for i in range(attempts):
-            try:
-                await self.ack(m)
-                return
-            except (TransportError, InternalError):
-                if i == attempts - 1:
-                    raise
-                await asyncio.sleep(0.2 * (i + 1))
+    async def _ack_with_retry(self, m: MessageView) -> None:
+        """:meth:`_ack_retrying`, waited for (a FIFO group's next message waits for this ack)."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._ack_retrying(m, lambda error: _settle(future, error is None, error))
+        await future
 
     async def _nack(self, m: MessageView, delay: float) -> None:
         await self.change_invisible_duration(m, delay)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -76,8 +75,7 @@ def start(
     apply_experiments(settings.grpc_experiments)
     try:  # before the server starts its threads, which inherit it
         apply_cpu_affinity(settings.cpu_affinity)
-        if hasattr(os, "sched_getaffinity"):  # a loop_cpu the process may not run on: refused now
-            choose_cpu(settings.loop_cpu, os.sched_getaffinity(0))
+        choose_cpu(settings.loop_cpu)  # a loop_cpu the process may not run on: refused now
     except (ValueError, OSError) as exc:
         abort(f"invalid broker settings: {exc}", code=2)
     from dataplane.server import configure_logging, run

@@ -124,3 +124,15 @@ async def test_room_freed_by_acks_wakes_a_receive_loop_waiting_for_it() -> None:
     await asyncio.wait_for(waiting, 5)
     await until_empty(consumer)
     assert sum(calls) == 4
+
+
+async def test_a_fifo_ack_is_waited_for_through_the_same_retries() -> None:
+    """A FIFO group's ack is waited for (its next message waits): the same tries as any ack, the
+    last one's error raised to the caller."""
+    consumer, calls = consumer_with_acks([lost(), lost()])
+    await asyncio.wait_for(consumer._ack_with_retry(view(0)), 5)
+    assert calls == [1, 1, 1]
+    consumer, calls = consumer_with_acks([lost(), lost(), lost()])
+    with pytest.raises(TransportError):
+        await asyncio.wait_for(consumer._ack_with_retry(view(1)), 5)
+    assert calls == [1, 1, 1]
