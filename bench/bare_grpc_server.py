@@ -246,7 +246,7 @@ async def serve(port: int, relay: bool, metrics_port: int = 0) -> None:
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
     # the broker's threads as the broker keeps them (its loop_cpu setting): the same stack
-    apply_loop_cpu(_settings.loop_cpu, asyncio.get_running_loop())
+    apply_loop_cpu(_settings.loop_cpu, asyncio.get_running_loop(), _settings.loop_cpu_placements)
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     await server.wait_for_termination()

@@ -111,6 +111,9 @@ class BrokerSettings(BaseSettings):
     # anywhere (dataplane/loop_cpu.py): "auto" (the loop's CPU at start), a CPU number, or empty (off).
     # Their hand-overs then wake no other CPU. Applies to nodes started by ``mqctl broker start``.
     loop_cpu: str = "auto"
+    # The file in which the nodes of this host note their loops' CPUs, so that ``auto`` spreads them
+    # (dataplane/loop_cpu.py, Placements); unset: one per user in /dev/shm.
+    loop_cpu_placements: Path | None = None
     # Freeze the objects alive once the node listens out of the garbage collector's full walks
     # (dataplane/heap.py): then no full collection stalls the loop for long. Off only to compare.
     gc_freeze: bool = True

@@ -18,21 +18,43 @@ loop starts would be kept to the loop's CPU as well: the default executor's work
 CPUs as they start, and :class:`LoopCpu` looks at the process's threads every :data:`SWEEP_SECONDS`
 and gives any other thread that was kept to one CPU every CPU of the process again.
 
-``auto`` (the default) keeps them on the CPU the loop's thread is on when the node starts, so
-several nodes on one host spread as the kernel placed them; a CPU number names one; empty turns it
-off. With one CPU to run on there is nothing to do. Linux only; elsewhere it is off.
+``auto`` (the default) keeps them on the CPU the fewest other nodes of the host keep their loops on,
+the one the loop's thread is on when the node starts among those; a CPU number names one; empty
+turns it off. With one CPU to run on there is nothing to do. Linux only; elsewhere it is off.
+
+The nodes of one host (brokers, HA replicas, the bench's servers) note their loops' CPUs in one
+small file (:class:`Placements`, under ``/dev/shm`` by default), each line a process and its CPU,
+read and rewritten under a lock; a process that is gone (killed, not stopped) no longer counts.
+Placed as the kernel had them at start instead, the three nodes of an HA group on a 2-CPU host often
+all kept their loops on one CPU, and a send acknowledged by two of them waited its turn there
+(docs/benchmarks.md, "Each node's loop on a CPU of its own").
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
+import contextlib
+import fcntl
 import logging
 import os
+import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ("POLLER_THREAD", "SWEEP_SECONDS", "LoopCpu", "apply_loop_cpu", "choose_cpu", "parse_loop_cpu")
+__all__ = (
+    "POLLER_THREAD",
+    "SWEEP_SECONDS",
+    "LoopCpu",
+    "Placements",
+    "apply_loop_cpu",
+    "choose_cpu",
+    "default_placements",
+    "parse_loop_cpu",
+    "process_started",
+)
 
 logger = logging.getLogger(__name__)
 
@@ -77,12 +99,90 @@ def choose_cpu(setting: str, allowed: set[int] | None = None) -> int | None:
     return cpu
 
 
+def process_started(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks after boot, ``/proc/PID/stat`` field 22), or None when
+    there is no such process: with the pid it names one process, whatever pid is reused later."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rpartition(")")[2].split()[19])
+
+
+def default_placements() -> Path:
+    """The file the nodes of this host and user share (:class:`Placements`): in ``/dev/shm`` (memory,
+    gone at reboot with the processes it names), else the temporary directory."""
+    shm = Path("/dev/shm")
+    where = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+    return where / f"mqcloud-loop-cpus-{os.getuid()}"
+
+
+class Placements:
+    """The loop CPUs of the nodes of one host: a file of ``pid start cpu`` lines, read and rewritten
+    under an exclusive lock (``flock``), so nodes starting together see each other's choice."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[int]:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield fd
+        finally:
+            os.close(fd)  # (lets go of the lock)
+
+    @staticmethod
+    def _live(fd: int) -> list[tuple[int, int, int]]:
+        """The lines of processes still running; damaged lines are dropped."""
+        text = os.pread(fd, 1 << 20, 0).decode(errors="replace")
+        live = []
+        for line in text.splitlines():
+            fields = line.split()
+            if len(fields) == 3 and all(f.isdigit() for f in fields):
+                pid, started, cpu = map(int, fields)
+                if process_started(pid) == started:
+                    live.append((pid, started, cpu))
+        return live
+
+    @staticmethod
+    def _write(fd: int, lines: list[tuple[int, int, int]]) -> None:
+        data = "".join(f"{pid} {started} {cpu}\n" for pid, started, cpu in lines).encode()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, data, 0)
+
+    def claim(self, allowed: set[int], preferred: int, fixed: bool = False) -> int:
+        """The CPU of ``allowed`` that the fewest other nodes keep their loops on (``preferred`` when
+        it is one of those, else the lowest), noted for this process; with ``fixed``, ``preferred``
+        itself (a CPU the settings name), noted so that the others keep away from it."""
+        me = os.getpid()
+        with self._locked() as fd:
+            others = [line for line in self._live(fd) if line[0] != me]
+            if fixed:
+                cpu = preferred
+            else:
+                taken = collections.Counter(line[2] for line in others)
+                fewest = min(taken[c] for c in allowed)
+                least = {c for c in allowed if taken[c] == fewest}
+                cpu = preferred if preferred in least else min(least)
+            self._write(fd, [*others, (me, process_started(me) or 0, cpu)])
+        return cpu
+
+    def release(self) -> None:
+        """This process's line taken out (a node stopping)."""
+        me = os.getpid()
+        with self._locked() as fd:
+            self._write(fd, [line for line in self._live(fd) if line[0] != me])
+
+
 class LoopCpu:
     """Keeps the calling thread (the event loop's) and grpc.aio's polling thread on ``cpu``, and
     every other thread of the process on the CPUs the process had when this was made."""
 
-    def __init__(self, cpu: int) -> None:
+    def __init__(self, cpu: int, placements: Placements | None = None) -> None:
         self.cpu = cpu
+        self.placements = placements  # where this process's CPU is noted, taken out at stop()
         self.everywhere = os.sched_getaffinity(0)
         self.loop_thread = threading.get_native_id()
         self._timer: asyncio.TimerHandle | None = None
@@ -134,13 +234,32 @@ class LoopCpu:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self.placements is not None:
+            with contextlib.suppress(OSError):
+                self.placements.release()
+            self.placements = None
 
 
-def apply_loop_cpu(setting: str, loop: asyncio.AbstractEventLoop) -> LoopCpu | None:
+def apply_loop_cpu(
+    setting: str, loop: asyncio.AbstractEventLoop, placements: Path | None = None
+) -> LoopCpu | None:
     """Start :class:`LoopCpu` for the ``loop_cpu`` setting on the calling thread (the loop's), once
-    grpc.aio is in use (a server made); None when off."""
+    grpc.aio is in use (a server made); None when off. The CPU is noted in the host's
+    :class:`Placements` (``placements``, default :func:`default_placements`); ``auto`` takes the
+    CPU the fewest other nodes noted there. Without that file (not writable) ``auto`` is the CPU
+    the loop is on."""
     cpu = choose_cpu(setting)
     if cpu is None:
         return None
-    keeper = LoopCpu(cpu)
-    return keeper if keeper.start(loop) else None
+    host = Placements(placements or default_placements())
+    noted: Placements | None = host
+    try:
+        cpu = host.claim(os.sched_getaffinity(0), cpu, fixed=parse_loop_cpu(setting) != "auto")
+    except OSError as exc:
+        logger.info("loop_cpu: the host's placements (%s) not used: %s", host.path, exc)
+        noted = None
+    keeper = LoopCpu(cpu, noted)
+    if keeper.start(loop):
+        return keeper
+    keeper.stop()
+    return None

@@ -209,7 +209,7 @@ async def run(settings: BrokerSettings, announce: Callable[[str], None] = logger
     logger.info("gRPC core experiments: %s", os.environ.get(grpc_core.ENV) or "grpcio's defaults")
     if settings.cpu_affinity.strip():
         logger.info("CPU affinity: %s", format_cpu_list(os.sched_getaffinity(0)))
-    loop_cpu = apply_loop_cpu(settings.loop_cpu, loop)
+    loop_cpu = apply_loop_cpu(settings.loop_cpu, loop, settings.loop_cpu_placements)
     if loop_cpu is not None:
         logger.info("the event loop and gRPC's polling thread on CPU %d", loop_cpu.cpu)
     if not buffered_stream.AVAILABLE:

@@ -540,6 +540,32 @@ def test_a_node_keeps_its_event_loop_and_grpcs_poller_on_one_cpu_and_the_rest_an
         process.kill()
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a machine with 2 CPUs or more")
+def test_nodes_of_one_host_keep_their_loops_on_different_cpus(tmp_path: Path) -> None:
+    """auto: each node takes the CPU the fewest others noted in the host's placements file; one that
+    stops takes its line out."""
+    placements = tmp_path / "placements"
+    env = {"MQ_BROKER_LOOP_CPU_PLACEMENTS": str(placements)}
+    nodes = [BrokerProcess(tmp_path / f"broker{i}", free_port(), env=env) for i in range(2)]
+    try:
+        for node in nodes:
+            node.start()
+        cpus = []
+        for node in nodes:
+            assert node.proc is not None
+            line = next(line for line in node.output if "gRPC's polling thread on CPU" in line)
+            cpus.append(int(line.rsplit(" ", 1)[1]))
+            assert os.sched_getaffinity(node.proc.pid) == {cpus[-1]}  # the loop's thread
+        assert cpus[0] != cpus[1]
+        noted = sorted(line.split()[::2] for line in placements.read_text().splitlines())
+        assert noted == sorted([str(node.proc.pid), str(cpu)] for node, cpu in zip(nodes, cpus, strict=True))  # type: ignore[union-attr]
+        assert nodes[0].stop() == 0
+        assert placements.read_text().split()[::2] == [str(nodes[1].proc.pid), str(cpus[1])]  # type: ignore[union-attr]
+    finally:
+        for node in nodes:
+            node.kill()
+
+
 def test_cpu_affinity_beyond_the_machine_is_refused(tmp_path: Path) -> None:
     missing = max(os.sched_getaffinity(0)) + 1
     process = BrokerProcess(tmp_path / "broker", free_port(), env={"MQ_BROKER_CPU_AFFINITY": f"0,{missing}"})

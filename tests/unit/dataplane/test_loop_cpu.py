@@ -7,13 +7,14 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from dataplane.config import BrokerSettings
-from dataplane.loop_cpu import choose_cpu, current_cpu, parse_loop_cpu
+from dataplane.loop_cpu import LoopCpu, Placements, choose_cpu, current_cpu, parse_loop_cpu, process_started
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -99,3 +100,61 @@ def test_the_loop_and_the_poller_keep_to_the_cpu_and_the_threads_they_start_do_n
     # a thread the loop starts inherits its CPU until the next sweep; the executor's widen at once
     assert found["first"] == {"started by the loop": [cpu], "executor worker": everywhere}
     assert found["others after a sweep"] == [everywhere]
+
+
+@pytest.fixture
+def others() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Running processes to stand for other nodes of the host (their pids and start times are real)."""
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for process in started:
+        process.kill()
+        process.wait(10)
+
+
+def _node(others: list[subprocess.Popen[bytes]]) -> str:
+    process = subprocess.Popen(["sleep", "60"])
+    others.append(process)
+    return f"{process.pid} {process_started(process.pid)}"
+
+
+def test_auto_takes_the_cpu_the_fewest_other_nodes_keep_their_loops_on(
+    tmp_path: Path, others: list[subprocess.Popen[bytes]]
+) -> None:
+    placements = Placements(tmp_path / "placements")
+    placements.path.write_text(f"{_node(others)} 0\n{_node(others)} 0\n{_node(others)} 1\n")
+    assert placements.claim({0, 1, 2}, preferred=0) == 2  # nobody's
+    assert placements.claim({0, 1}, preferred=0) == 1  # (noted again: one line per process)
+    lines = placements.path.read_text().splitlines()
+    assert len(lines) == 4 and lines[-1] == f"{os.getpid()} {process_started(os.getpid())} 1"
+    # as many on each: the CPU the loop is on stays
+    placements.path.write_text(f"{_node(others)} 0\n{_node(others)} 1\n")
+    assert placements.claim({0, 1}, preferred=1) == 1
+    assert placements.claim({0, 1}, preferred=0) == 0
+
+
+def test_gone_processes_and_damaged_lines_count_for_nothing(
+    tmp_path: Path, others: list[subprocess.Popen[bytes]]
+) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait(10)
+    reused = _node(others).split()[0]  # a running pid with another start time: a reused pid
+    alive = _node(others)
+    placements = Placements(tmp_path / "placements")
+    placements.path.write_text(f"{gone.pid} 5 0\n{reused} 1 0\nnot a line\n{alive} 1\n")
+    assert placements.claim({0, 1}, preferred=1) == 0
+    assert placements.path.read_text() == f"{alive} 1\n{os.getpid()} {process_started(os.getpid())} 0\n"
+
+
+def test_a_named_cpu_is_kept_and_noted_and_a_stopping_node_takes_its_line_out(
+    tmp_path: Path, others: list[subprocess.Popen[bytes]]
+) -> None:
+    alive = _node(others)
+    placements = Placements(tmp_path / "placements")
+    placements.path.write_text(f"{alive} 1\n")
+    assert placements.claim({0, 1}, preferred=1, fixed=True) == 1  # named in the settings: kept
+    assert placements.path.read_text().count(" 1\n") == 2
+    keeper = LoopCpu(1, placements)
+    keeper.stop()
+    assert placements.path.read_text() == f"{alive} 1\n"
+    assert keeper.placements is None  # taken out once
