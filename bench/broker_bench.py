@@ -1174,6 +1174,10 @@ def main() -> None:
     # the broker reads it as its setting; the bare server follows the broker
     os.environ["MQ_BROKER_EVENT_LOOP"] = args.loop
     os.environ["MQ_BROKER_CPU_AFFINITY"] = args.server_cpus
+    # The servers of this run place their loops among themselves (dataplane/loop_cpu.py): the bare
+    # server and the broker, alive together, take a CPU each whatever else on the host noted one.
+    placements = Path(tempfile.mkdtemp(prefix="mqbench-placements-")) / "loop-cpus"
+    os.environ.setdefault("MQ_BROKER_LOOP_CPU_PLACEMENTS", str(placements))
     CONSUME_CLIENT = args.consume_client
     if args.calls_only:
         results = asyncio.run(run_calls_only())
@@ -1194,6 +1198,7 @@ def main() -> None:
         results["consume_client"] = args.consume_client
     if not (args.calls_only or args.consume_only or args.single_only or args.push_only):
         results["e2e_consumers"] = args.e2e_consumers
+    shutil.rmtree(placements.parent, ignore_errors=True)
     text = json.dumps(results, indent=2, default=float)
     sys.stdout.write(text + "\n")
     if args.json:
