@@ -108,7 +108,8 @@ class BrokerSettings(BaseSettings):
     # another CPU each (dataplane/cpu_affinity.py). Applies to nodes started by ``mqctl broker start``.
     cpu_affinity: str = ""
     # The CPU the event loop's thread and gRPC's polling thread share, every other thread running
-    # anywhere (dataplane/loop_cpu.py): "auto" (the loop's CPU at start), a CPU number, or empty (off).
+    # anywhere (dataplane/loop_cpu.py): "auto" (the CPU the fewest other nodes of the host keep their
+    # loops on), a CPU number, or empty (off).
     # Their hand-overs then wake no other CPU. Applies to nodes started by ``mqctl broker start``.
     loop_cpu: str = "auto"
     # The file in which the nodes of this host note their loops' CPUs, so that ``auto`` spreads them

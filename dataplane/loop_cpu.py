@@ -25,9 +25,9 @@ turns it off. With one CPU to run on there is nothing to do. Linux only; elsewhe
 The nodes of one host (brokers, HA replicas, the bench's servers) note their loops' CPUs in one
 small file (:class:`Placements`, under ``/dev/shm`` by default), each line a process and its CPU,
 read and rewritten under a lock; a process that is gone (killed, not stopped) no longer counts.
-Placed as the kernel had them at start instead, the three nodes of an HA group on a 2-CPU host often
-all kept their loops on one CPU, and a send acknowledged by two of them waited its turn there
-(docs/benchmarks.md, "Each node's loop on a CPU of its own").
+Placed where the kernel had started each, the three nodes of an HA group on a 2-CPU host could all
+keep their loops on one CPU; placed so, the group's rate with two nodes in sync was 6-16% higher in
+every round of docs/benchmarks.md ("Each node's loop on a CPU of its own").
 """
 
 from __future__ import annotations
