@@ -1179,18 +1179,21 @@ def main() -> None:
     placements = Path(tempfile.mkdtemp(prefix="mqbench-placements-")) / "loop-cpus"
     os.environ.setdefault("MQ_BROKER_LOOP_CPU_PLACEMENTS", str(placements))
     CONSUME_CLIENT = args.consume_client
-    if args.calls_only:
-        results = asyncio.run(run_calls_only())
-    elif args.consume_only:
-        results = asyncio.run(run_consume_only())
-    elif args.e2e_only:
-        results = asyncio.run(run_e2e_only(args.e2e_consumers))
-    elif args.single_only:
-        results = asyncio.run(run_single_only())
-    elif args.push_only:
-        results = asyncio.run(run_push_only())
-    else:
-        results = asyncio.run(run(args.quick, args.e2e_consumers))
+    try:
+        if args.calls_only:
+            results = asyncio.run(run_calls_only())
+        elif args.consume_only:
+            results = asyncio.run(run_consume_only())
+        elif args.e2e_only:
+            results = asyncio.run(run_e2e_only(args.e2e_consumers))
+        elif args.single_only:
+            results = asyncio.run(run_single_only())
+        elif args.push_only:
+            results = asyncio.run(run_push_only())
+        else:
+            results = asyncio.run(run(args.quick, args.e2e_consumers))
+    finally:
+        shutil.rmtree(placements.parent, ignore_errors=True)
     results["event_loop"] = args.loop
     if args.server_cpus:
         results["server_cpus"] = args.server_cpus
@@ -1198,7 +1201,6 @@ def main() -> None:
         results["consume_client"] = args.consume_client
     if not (args.calls_only or args.consume_only or args.single_only or args.push_only):
         results["e2e_consumers"] = args.e2e_consumers
-    shutil.rmtree(placements.parent, ignore_errors=True)
     text = json.dumps(results, indent=2, default=float)
     sys.stdout.write(text + "\n")
     if args.json:

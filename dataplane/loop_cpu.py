@@ -73,10 +73,15 @@ def parse_loop_cpu(text: str) -> str:
     raise ValueError(f"loop_cpu {text!r}: expected auto, a CPU number such as 0, or empty (off)")
 
 
+def _stat_field(stat: Path, number: int) -> int:
+    """Field ``number`` (1-based, as proc(5) counts) of a ``/proc/.../stat`` file; the fields after
+    the command name, which may hold spaces and parentheses, are counted from its closing one."""
+    return int(stat.read_text().rpartition(")")[2].split()[number - 3])
+
+
 def current_cpu() -> int:
     """The CPU the calling thread ran on last (``/proc/thread-self/stat``, field 39)."""
-    stat = Path("/proc/thread-self/stat").read_text()
-    return int(stat.rpartition(")")[2].split()[36])
+    return _stat_field(Path("/proc/thread-self/stat"), 39)
 
 
 def choose_cpu(setting: str, allowed: set[int] | None = None) -> int | None:
@@ -103,10 +108,9 @@ def process_started(pid: int) -> int | None:
     """When process ``pid`` started (clock ticks after boot, ``/proc/PID/stat`` field 22), or None when
     there is no such process: with the pid it names one process, whatever pid is reused later."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return _stat_field(Path(f"/proc/{pid}/stat"), 22)
     except OSError:
         return None
-    return int(stat.rpartition(")")[2].split()[19])
 
 
 def default_placements() -> Path:
