@@ -8,8 +8,10 @@ batches of 128 x 1 KiB, one process), read_msgs_per_s (batches of 32 from the pa
 sync_group_commit_ratio (64 SYNC_FLUSH writers over one; the median of alternating rounds; the
 disk and append runs alternate too, and append_vs_disk_ratio is the median of the paired ratios),
 recovery_s_per_gib (full scan after SIGKILL, checkpoint removed; --quick scans a smaller log and
-scales linearly), encode_compiled_us_per_msg / encode_python_us_per_msg (the two CommitLog encoders
-alone on the append batches, no write), append_batch_us.{total,encode,write,dispatch,rest} (where one
+scales linearly), replica_apply_msgs_per_s / replica_apply_vs_append_ratio (an HA replica applying a
+master's log, ``append_raw`` of 1 MiB chunks of indexed messages, over the master's append of them),
+encode_compiled_us_per_msg / encode_python_us_per_msg (the two CommitLog encoders alone on the append
+batches, no write), append_batch_us.{total,encode,write,dispatch,rest} (where one
 append batch's time goes: a separate run with those three steps timed, so it adds its own overhead to
 "rest" and is not the timed append run).
 """
@@ -118,6 +120,37 @@ def bench_append_and_read(work: Path, count: int, props: dict[str, str] | None) 
     store.shutdown()
     shutil.rmtree(directory)
     return out
+
+
+def bench_replica_apply(work: Path, count: int) -> dict[str, float]:
+    """An HA replica's side: a master appends ``count`` indexed messages (UNIQ_KEY+TAGS, batches of
+    BATCH), then a second store applies the master's log as a replica does, ``MessageStore.append_raw``
+    of 1 MiB chunks (the HA DATA frame's size); only the appends and the applies are timed."""
+    master = MessageStore(_config(work / "replica-master"))
+    replica = MessageStore(_config(work / "replica"))
+    master.start()
+    replica.start()
+    try:
+        batches = _batches({"UNIQ_KEY": "0A0B0C0D0E0F", "TAGS": "TagA"})
+        began = time.perf_counter()
+        for i in range(count // BATCH):
+            assert master.put_messages(batches[i % 4]).status is PutMessageStatus.PUT_OK
+        appended = time.perf_counter() - began
+        applied, offset = 0.0, 0
+        while offset < master.max_physical_offset:
+            data = master.read_commit_log(offset, 1 << 20)
+            began = time.perf_counter()
+            replica.append_raw(offset, data)
+            applied += time.perf_counter() - began
+            offset += len(data)
+        assert replica.max_physical_offset == master.max_physical_offset
+        messages = count // BATCH * BATCH
+        return {"append_msgs_per_s": messages / appended, "apply_msgs_per_s": messages / applied}
+    finally:
+        master.shutdown()
+        replica.shutdown()
+        shutil.rmtree(work / "replica-master")
+        shutil.rmtree(work / "replica")
 
 
 def bench_encoders(rounds: int = 200) -> dict[str, float]:
@@ -337,6 +370,12 @@ def main() -> None:
         print("one append batch, us: " + ", ".join(f"{k} {v:.1f}" for k, v in split.items()))
         with_props = bench_append_and_read(work, count // 3, {"UNIQ_KEY": "0A0B0C0D0E0F", "TAGS": "TagA"})
         print(f"append with UNIQ_KEY+TAGS (indexed): {with_props['msgs_per_s']:,.0f} msgs/s")
+        replica = bench_replica_apply(work, count // 3)
+        print(
+            f"replica apply (append_raw of 1 MiB chunks, indexed): {replica['apply_msgs_per_s']:,.0f} "
+            "msgs/s, "
+            f"the master's append of the same {replica['append_msgs_per_s']:,.0f} msgs/s"
+        )
         group = bench_group_commit(work, 2.0 if args.quick else 5.0)
         print(
             f"SYNC_FLUSH: 1 writer {group['sync_1_writer_msgs_per_s']:,.0f} msgs/s; 64 asyncio writers "
@@ -363,6 +402,8 @@ def main() -> None:
         "append_batch_us": split,
         "append_async_indexed_msgs_per_s": with_props["msgs_per_s"],
         "read_msgs_per_s": plain["read_msgs_per_s"],
+        "replica_apply_msgs_per_s": replica["apply_msgs_per_s"],
+        "replica_apply_vs_append_ratio": replica["apply_msgs_per_s"] / replica["append_msgs_per_s"],
         "sync_1_writer_msgs_per_s": group["sync_1_writer_msgs_per_s"],
         "sync_64_tasks_msgs_per_s": group["sync_64_tasks_msgs_per_s"],
         "sync_64_threads_msgs_per_s": group["sync_64_threads_msgs_per_s"],

@@ -2,7 +2,7 @@
 
 The hot path (:meth:`dispatch_batch`) runs inside the put lock right after the CommitLog write, so a
 message is readable by queue offset as soon as ``put_messages`` returns. Recovery and replication
-feed :meth:`dispatch` one validated record at a time (RocketMQ's "reput").
+feed :meth:`dispatch_requests` the validated records of a stretch of the log (RocketMQ's "reput").
 """
 
 from __future__ import annotations
@@ -55,11 +55,15 @@ class CommitLogDispatcher:
         return self.queues.find_or_create(*key).put(first, entries)
 
     def dispatch_requests(self, requests: list[DispatchRequest]) -> dict[tuple[str, int], int]:
-        """Many records in log order (recovery): one ConsumeQueue write per run of consecutive offsets."""
+        """Many records in log order (recovery, replication): one ConsumeQueue write per run of
+        consecutive offsets, and one index call per run of records stored at the same time (a
+        master's batch shares its store timestamp)."""
         pending: dict[tuple[str, int], tuple[int, list[bytes]]] = {}
         moved: dict[tuple[str, int], int] = {}
         pack = CQ_ENTRY.pack
         skip = self.index_skip_below
+        keyed: list[tuple[str, str | None, str | None, int]] = []
+        keyed_at = 0
         for req in requests:
             key = (req.topic, req.queue_id)
             run = pending.get(key)
@@ -70,7 +74,13 @@ class CommitLogDispatcher:
                 run = pending[key] = (req.queue_offset, [])
             run[1].append(pack(req.physical_offset, req.size, req.tag_hash))
             if (req.keys or req.uniq_key) and req.physical_offset > skip:
-                self.index.put(req.topic, req.keys, req.uniq_key, req.physical_offset, req.store_timestamp)
+                if keyed and req.store_timestamp != keyed_at:
+                    self.index.put_batch(keyed, keyed_at)
+                    keyed = []
+                keyed_at = req.store_timestamp
+                keyed.append((req.topic, req.keys, req.uniq_key, req.physical_offset))
+        if keyed:
+            self.index.put_batch(keyed, keyed_at)
         for key, (first, entries) in pending.items():
             cq = self.queues.find_or_create(*key)
             cq.put(first, b"".join(entries))
@@ -80,19 +90,3 @@ class CommitLogDispatcher:
             self.dispatched_offset = last.physical_offset + last.size
             self.last_store_timestamp = last.store_timestamp
         return moved
-
-    def dispatch(self, request: DispatchRequest) -> tuple[str, int, int]:
-        """One record (recovery or replication); returns (topic, qid, new max offset)."""
-        cq = self.queues.find_or_create(request.topic, request.queue_id)
-        cq.put(request.queue_offset, CQ_ENTRY.pack(request.physical_offset, request.size, request.tag_hash))
-        if (request.keys or request.uniq_key) and request.physical_offset > self.index_skip_below:
-            self.index.put(
-                request.topic,
-                request.keys,
-                request.uniq_key,
-                request.physical_offset,
-                request.store_timestamp,
-            )
-        self.dispatched_offset = request.physical_offset + request.size
-        self.last_store_timestamp = request.store_timestamp
-        return request.topic, request.queue_id, cq.max_offset

@@ -398,12 +398,10 @@ class MessageStore(StoreReader):
             pos += res.size
         with self._put_lock:
             self.commit_log.append_raw(physical_offset, data)
-            moved = {}
-            for req in requests:
-                topic, qid, max_offset = self.dispatcher.dispatch(req)
-                moved[(topic, qid)] = max_offset
-                self.commit_log.queue_offsets[(topic, qid)] = max_offset
-                self._last_ts = max(self._last_ts, req.store_timestamp)
+            moved = self.dispatcher.dispatch_requests(requests)
+            self.commit_log.queue_offsets.update(moved)
+            if requests:
+                self._last_ts = max(self._last_ts, max(req.store_timestamp for req in requests))
             self.dispatcher.dispatched_offset = self.commit_log.max_offset
         if self._flush is not None:
             self._flush.wake_up(self.commit_log.max_offset)

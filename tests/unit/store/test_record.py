@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 import zlib
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from dataplane.store.record import (
     encode_batch,
     encode_properties,
     make_message_id_prefix,
+    python_check_record,
     python_decode_record,
     python_encode_batch,
     tag_hash,
@@ -357,3 +359,42 @@ def test_the_compiled_decoder_reads_only_inside_the_buffer_and_the_limit() -> No
     assert compiled_decode_record(bytes(body_flipped), 0, len(VALID), False, StoredMessage) is not None
     with pytest.raises(CorruptRecordError, match="body CRC"):
         decode_record(bytes(body_flipped), 0, len(VALID), "X")
+
+
+# check_record (recovery, replication) reads well-formed records with the compiled decoder: the same
+# DispatchRequest as its Python reference; damaged ones get the reference's error.
+
+
+def _checked_both_ways(data: bytes, pos: int) -> object:
+    try:
+        expected: object = python_check_record(data, pos, len(data))
+    except CorruptRecordError as exc:
+        expected = exc
+    if isinstance(expected, CorruptRecordError):
+        with pytest.raises(type(expected), match=re.escape(str(expected))):
+            check_record(data, pos, len(data))
+        return expected
+    got = check_record(data, pos, len(data))
+    assert got == expected and type(got) is type(expected)
+    return got
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_message, min_size=1, max_size=5))
+def test_check_record_and_its_python_reference_agree(msgs: list[MessageToStore]) -> None:
+    assert compiled_decode_record is not None, "the C extension is not built: run scripts/build_ext.py"
+    batch = python_encode_batch(msgs, 0, 4096, 1 << 20, 1_700_000_000_000, STORE_HOST, {}, 1 << 20)
+    for entry in batch.entries:
+        got = _checked_both_ways(batch.data, entry.physical_offset - 4096)
+        assert not isinstance(got, (int, CorruptRecordError)) and got.physical_offset == entry.physical_offset
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(VALID) - 1), st.integers(0, 255)), min_size=1, max_size=8))
+def test_check_record_refuses_damaged_records_as_its_python_reference_does(
+    mutations: list[tuple[int, int]],
+) -> None:
+    data = bytearray(VALID)
+    for index, value in mutations:
+        data[index] = value
+    _checked_both_ways(bytes(data), 0)
