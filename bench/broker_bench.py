@@ -100,7 +100,9 @@ Figures (``--json PATH`` writes them):
                                  consume_cpu_us_per_msg, steadier than the end-to-end figures
 - broker_receive_compiled_run_us_per_msg / broker_receive_python_run_us_per_msg   the receive with
                                  the store's compiled read of a run and with the Python loop, in
-                                 alternating rounds of one process (bench/broker_work.py)
+                                 alternating rounds of one process (bench/broker_work.py);
+                                 broker_receive_filtered_us_per_msg the compiled read under a tag
+                                 filter every message passes, in the same rounds
 - broker_send_cold_us_per_call / broker_receive_cold_us_per_msg / broker_ack_cold_us_per_msg
                                  the same handlers with the core's caches evicted before each call,
                                  as a server's own work between calls evicts them (bench/broker_work.py)

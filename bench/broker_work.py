@@ -17,6 +17,9 @@ than it moves a rate):
                                  process (medians): the same code and heap on both sides, so a
                                  difference of 10% shows where runs of separate processes differ by
                                  more than that
+- ``broker_receive_filtered_us_per_msg``  the same receive under a tag filter every message passes
+                                 (``bench||other``), in the same alternating rounds: what the filter
+                                 adds to a receive
 - ``broker_pop_compaction_ms``   how long a POP journal compaction holds the event loop with 20,000
                                  messages in flight, every queue's position changed since the last
                                  (the export and the journal's rotation; the snapshot is serialized,
@@ -182,10 +185,13 @@ def _fill(broker: Broker, count: int) -> None:
         )
 
 
-async def _cycles(broker: Broker, count: int, evict: CacheEvictor | None = None) -> tuple[float, float, int]:
+async def _cycles(
+    broker: Broker, count: int, evict: CacheEvictor | None = None, tags: str = "*"
+) -> tuple[float, float, int]:
     """Receive and ack until ``count`` messages went through; the seconds in each handler (``evict``:
-    called before each, out of the timed part)."""
+    called before each, out of the timed part; ``tags``: the receives' tag filter)."""
     request = receive_request(GROUP, TOPIC, BATCH, 60)  # the consume loop's receive
+    request.filter_expression.expression = tags
     call: Any = HandlerCall()
     clock = time.thread_time  # CPU of this thread: what a neighbour takes of the machine is not counted
     receiving = acking = 0.0
@@ -238,7 +244,7 @@ async def broker_work_figures(count: int = 32_000, data_dir: Path | None = None)
         cold_count = max(count // COLD_SHARE, BATCH)
         run_count = max(count // RUN_ROUNDS, BATCH)
         # what each phase consumes, and the part of a last receive of 32 beyond its count
-        _fill(broker, count + cold_count + 2 * RUN_ROUNDS * (run_count + BATCH) + 2 * BATCH)
+        _fill(broker, count + cold_count + 3 * RUN_ROUNDS * (run_count + BATCH) + 2 * BATCH)
         await broker.tracer.flush_async()  # the puts' own events are not the consume path's
         receiving, acking, done = await _cycles(broker, count)
         started = time.thread_time()
@@ -271,21 +277,25 @@ async def broker_work_figures(count: int = 32_000, data_dir: Path | None = None)
         "broker_receive_cold_us_per_msg": cold_receiving / cold_done * 1e6,
         "broker_receive_compiled_run_us_per_msg": runs["compiled"],
         "broker_receive_python_run_us_per_msg": runs["python"],
+        "broker_receive_filtered_us_per_msg": runs["filtered"],
         "broker_ack_cold_us_per_msg": cold_acking / cold_done * 1e6,
         "broker_work_in_flight_after": float(in_flight),
     }
 
 
 async def _read_run_rounds(broker: Broker, count: int) -> dict[str, float]:
-    """Receive CPU us per message with the compiled read of a run and with the Python loop alone,
-    RUN_ROUNDS rounds of ``count`` messages each in alternation (medians)."""
+    """Receive CPU us per message with the compiled read of a run, with the Python loop alone, and
+    with the compiled read under a tag filter that every message passes (``filtered``: TAGS
+    ``bench||other``), RUN_ROUNDS rounds of ``count`` messages each in alternation (medians)."""
     compiled = reader.compiled_read_run
-    rounds: dict[str, list[float]] = {"compiled": [], "python": []}
+    rounds: dict[str, list[float]] = {"compiled": [], "python": [], "filtered": []}
+    sides = ("compiled", "python", "filtered")
     try:
         for round_ in range(RUN_ROUNDS):
-            for side in ("compiled", "python") if round_ % 2 == 0 else ("python", "compiled"):
-                reader.compiled_read_run = compiled if side == "compiled" else None
-                receiving, _, done = await _cycles(broker, count)
+            for side in sides if round_ % 2 == 0 else sides[::-1]:
+                reader.compiled_read_run = None if side == "python" else compiled
+                tags = "bench||other" if side == "filtered" else "*"
+                receiving, _, done = await _cycles(broker, count, tags=tags)
                 rounds[side].append(receiving / done * 1e6)
     finally:
         reader.compiled_read_run = compiled

@@ -1592,14 +1592,21 @@ static int segment_hold(Segment *seg, PyObject *file)
  * there and says what is wrong. */
 static PyObject *read_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 13 || !PyBytes_Check(args[0]) || !PyList_Check(args[1]) || !PyAnySet_Check(args[4]) ||
-        !PyUnicode_Check(args[5]) || !PyList_Check(args[11]) || !PyType_Check(args[12]) ||
-        !PyType_IsSubtype((PyTypeObject *)args[12], &PyTuple_Type)) {
+    /* hashes and tags: a tag filter (both sets, or both None): entries whose tag hash is not in
+       hashes are passed over unread, records whose TAGS is not in tags read and passed over */
+    PyObject *hashes = nargs == 15 ? args[13] : Py_None, *tags = nargs == 15 ? args[14] : Py_None;
+    if ((nargs != 13 && nargs != 15) || !PyBytes_Check(args[0]) || !PyList_Check(args[1]) ||
+        !PyAnySet_Check(args[4]) || !PyUnicode_Check(args[5]) || !PyList_Check(args[11]) ||
+        !PyType_Check(args[12]) || !PyType_IsSubtype((PyTypeObject *)args[12], &PyTuple_Type) ||
+        (hashes == Py_None) != (tags == Py_None) || (hashes != Py_None && !PyAnySet_Check(hashes)) ||
+        (tags != Py_None && !PyAnySet_Check(tags))) {
         PyErr_SetString(PyExc_TypeError, "read_run(raw: bytes, files: list, file_size, check_crc, corrupt: set, "
                                          "topic: str, queue_id, first_offset, max_count, max_bytes, "
-                                         "total_bytes, messages: list, stored_type)");
+                                         "total_bytes, messages: list, stored_type[, hashes: set, tags: set])");
         return NULL;
     }
+    if (tags != Py_None && S.s_tags == NULL && (S.s_tags = PyUnicode_InternFromString("TAGS")) == NULL)
+        return NULL;
     PyObject *files = args[1], *corrupt = args[4], *topic = args[5], *messages = args[11];
     PyTypeObject *type = (PyTypeObject *)args[12];
     long long file_size = PyLong_AsLongLong(args[2]), queue_id = PyLong_AsLongLong(args[6]);
@@ -1630,7 +1637,18 @@ static PyObject *read_run(PyObject *module, PyObject *const *args, Py_ssize_t na
         const unsigned char *e = raw + taken * CQ_ENTRY_SIZE;
         long long phys = (long long)get64(e);
         int32_t size = (int32_t)get32(e + 8);
-        if (size <= 0 || (PyList_GET_SIZE(messages) > 0 && total + size > max_bytes) || phys < base)
+        if (size <= 0)
+            break;
+        if (hashes != Py_None) { /* as the loop: another tag's entry is passed over unread */
+            PyObject *hash = PyLong_FromLongLong((long long)get64(e + 12));
+            int wanted = hash == NULL ? -1 : PySet_Contains(hashes, hash);
+            Py_XDECREF(hash);
+            if (wanted < 0)
+                goto error;
+            if (!wanted)
+                continue;
+        }
+        if ((PyList_GET_SIZE(messages) > 0 && total + size > max_bytes) || phys < base)
             break;
         long long index = (phys - base) / file_size;
         if (index >= nfiles || !segment_hold(&seg, PyList_GET_ITEM(files, index)))
@@ -1663,6 +1681,17 @@ static PyObject *read_run(PyObject *module, PyObject *const *args, Py_ssize_t na
         if (got_phys != phys || got_offset != first_offset + taken || got_queue != queue_id || !same_topic) {
             Py_DECREF(msg);
             break;
+        }
+        if (tags != Py_None) { /* the exact tag, as the loop checks it after a hash matched */
+            PyObject *properties = PyTuple_GET_ITEM(msg, 5);
+            PyObject *tag = PyDict_Check(properties) ? PyDict_GetItemWithError(properties, S.s_tags) : NULL;
+            int wanted = tag == NULL ? (PyErr_Occurred() ? -1 : 0) : PySet_Contains(tags, tag);
+            if (wanted <= 0) {
+                Py_DECREF(msg);
+                if (wanted < 0)
+                    goto error;
+                continue;
+            }
         }
         int failed = PyList_Append(messages, msg);
         Py_DECREF(msg);
@@ -1706,8 +1735,9 @@ static PyMethodDef methods[] = {
      "or None when it is not a well-formed message record (record.decode_record then says why)."},
     {"read_run", (PyCFunction)(void (*)(void))read_run, METH_FASTCALL,
      "read_run(raw, files, file_size, check_crc, corrupt, topic, queue_id, first_offset, max_count, "
-     "max_bytes, total_bytes, messages, stored_type) -> (entries taken, total bytes); "
-     "StoreReader.get_messages' usual run, stopping short at anything else."},
+     "max_bytes, total_bytes, messages, stored_type[, hashes, tags]) -> (entries taken, total bytes); "
+     "StoreReader.get_messages' usual run (with a tag filter: hashes and tags), stopping short at "
+     "anything else."},
     {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL,
      "encode_batch(msgs, start, physical_offset, space, store_timestamp, store_host, queue_offsets, "
      "max_message_size, msg_id_prefix) -> BatchEncoding; see record.encode_batch."},

@@ -113,9 +113,10 @@ class StoreReader:
         next_offset = offset
         scanned = 0
         moved = False
-        # the usual run (every entry, from this node's CommitLog) is read by compiled code, which
-        # stops short at anything else for the loop below to handle
-        run = compiled_read_run if hashes is None and read is None else None
+        # the usual run (from this node's CommitLog, with or without a tag filter) is read by
+        # compiled code, which stops short at anything else for the loop below to handle
+        run = compiled_read_run if read is None else None
+        run_filter = () if hashes is None else (hashes, tag_filter)
         log = self.commit_log
         read = read or log.read_message
         scan_limit = max_count if hashes is None else MAX_FILTER_SCAN
@@ -139,6 +140,7 @@ class StoreReader:
                     total_bytes,
                     messages,
                     StoredMessage,
+                    *run_filter,
                 )
                 next_offset += taken
                 scanned += taken

@@ -22,6 +22,7 @@ async def test_every_message_is_received_and_acked_once(tmp_path: Path) -> None:
         "broker_ack_cold_us_per_msg",
         "broker_receive_compiled_run_us_per_msg",
         "broker_receive_python_run_us_per_msg",
+        "broker_receive_filtered_us_per_msg",
     ):
         assert 0 < figures[key] < 10_000, (key, figures[key])
     # measured (that the caller does not wait for the snapshot's fsync is test_pop_compaction's)

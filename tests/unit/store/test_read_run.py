@@ -5,6 +5,7 @@ then handles."""
 from __future__ import annotations
 
 import os
+import zlib
 
 import pytest
 
@@ -38,26 +39,37 @@ def _both(
     max_count: int = 32,
     max_bytes: int = 4 << 20,
     whole_run: bool = False,
+    tag_filter: set[str] | None = None,
 ) -> GetResult:
     """get_messages with the compiled run, checked against the Python loop alone; with ``whole_run``,
-    every message of the answer was read by the compiled run (the reader does call it)."""
+    every entry looked at was read by the compiled run (the reader does call it, and the loop reads
+    no record itself)."""
     taken: list[int] = []
     run = reader.compiled_read_run
     assert run is not None
+    log = store.commit_log
+    loop_reads: list[int] = []
 
     def counted(*args: object) -> tuple[int, int]:
         result = run(*args)
         taken.append(result[0])
         return result
 
+    def read_message(physical_offset: int) -> StoredMessage:
+        loop_reads.append(physical_offset)
+        return type(log).read_message(log, physical_offset)
+
+    kw = {"max_count": max_count, "max_bytes": max_bytes, "tag_filter": tag_filter}
     with monkeypatch.context() as m:
         m.setattr(reader, "compiled_read_run", counted)
-        compiled = store.get_messages(topic, qid, offset, max_count=max_count, max_bytes=max_bytes)
+        m.setattr(log, "read_message", read_message)
+        compiled = store.get_messages(topic, qid, offset, **kw)  # type: ignore[arg-type]
     if whole_run:
-        assert sum(taken) == len(compiled.messages), taken
+        looked_at = max(compiled.next_begin_offset - offset, 0)
+        assert sum(taken) == looked_at and not loop_reads, (taken, loop_reads)
     with monkeypatch.context() as m:
         m.setattr(reader, "compiled_read_run", None)
-        python = store.get_messages(topic, qid, offset, max_count=max_count, max_bytes=max_bytes)
+        python = store.get_messages(topic, qid, offset, **kw)  # type: ignore[arg-type]
     assert _shape(compiled) == _shape(python)
     return compiled
 
@@ -146,3 +158,39 @@ def test_a_run_over_a_deleted_segment_is_answered_by_the_loop(
     assert min(m.physical_offset for m in result.messages) >= log.queue.files[0].file_from_offset
     later = _both(store, monkeypatch, "ns%t", 0, result.next_begin_offset, max_count=8)
     assert len(later.messages) == 8
+
+
+# Two tags with one CRC32: their ConsumeQueue entries carry the same tag hash, so a filter on one
+# passes the other's entries by hash and must drop their records by the exact tag.
+COLLIDING = ("tag29685295", "tag32060020")
+
+
+@pytest.mark.parametrize(
+    ("tags", "kw"),
+    [
+        ({"a"}, {}),
+        ({"a", "b"}, {"max_count": 64}),
+        ({"b"}, {"max_count": 5}),
+        ({"a", "c"}, {"max_count": 64, "max_bytes": 5000}),
+        ({"nothing"}, {}),
+        ({COLLIDING[0]}, {"max_count": 64}),
+        ({"*"}, {}),
+    ],
+)
+def test_a_filtered_run_answers_as_the_loop(
+    make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch, tags: set[str], kw: dict[str, int]
+) -> None:
+    assert zlib.crc32(COLLIDING[0].encode()) == zlib.crc32(COLLIDING[1].encode())
+    store = make_store()
+    names = ["a", "b", "c", *COLLIDING]
+    for i in range(150):  # every queue holds every tag, in runs of 1-3, and some untagged
+        props = {"TAGS": names[(i // 3 + i) % len(names)]} if i % 11 else {}
+        store.put_messages([msg("ns%t", i % 2, os.urandom(900), **props)])
+    for qid in (0, 1):
+        for offset in (0, 7, 40):
+            result = _both(store, monkeypatch, "ns%t", qid, offset, whole_run=True, tag_filter=tags, **kw)
+            if "*" not in tags:
+                assert all(m.properties.get("TAGS") in tags for m in result.messages)
+    # the colliding tag's records were passed over by the exact tag, and the filter still finds its own
+    found = _both(store, monkeypatch, "ns%t", 0, 0, max_count=64, tag_filter={COLLIDING[0]})
+    assert found.messages and {m.properties["TAGS"] for m in found.messages} == {COLLIDING[0]}
