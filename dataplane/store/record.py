@@ -585,7 +585,7 @@ def check_record(buf: Buffer, pos: int, limit: int) -> DispatchRequest | int:
                 stored.queue_offset,
                 stored.physical_offset,
                 stored.size,
-                zlib.crc32(tag.encode()) if tag else 0,
+                tag_hash(tag),
                 stored.store_timestamp,
                 props.get(PROPERTY_KEYS),
                 props.get(PROPERTY_UNIQ_KEY),
