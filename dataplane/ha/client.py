@@ -39,7 +39,10 @@ logger = logging.getLogger(__name__)
 
 
 class HAClient:
-    """Follows one master until stopped."""
+    """Follows one master until stopped. A master that sends nothing for ``idle_timeout_s`` (it
+    sends a keep-alive every 0.5 s when it has no data) is left and connected to again."""
+
+    idle_timeout_s = 10.0
 
     def __init__(
         self,
@@ -137,7 +140,8 @@ class HAClient:
         self.connected = True
         logger.info("following %s from offset %d", self.master_address, store.max_physical_offset)
         while not self._stopped:
-            kind, payload = await asyncio.wait_for(read_frame(reader), 10)
+            async with asyncio.timeout(self.idle_timeout_s):  # not wait_for: no task per frame
+                kind, payload = await read_frame(reader)
             self.last_data = time.monotonic()
             if kind is FrameType.DATA:
                 offset, self.master_max = DATA_HEADER.unpack_from(payload)

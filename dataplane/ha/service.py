@@ -391,7 +391,10 @@ class HAService:
                     await writer.drain()
                     continue
                 try:
-                    await asyncio.wait_for(grown.wait(), 0.5)
+                    # asyncio.timeout, not wait_for: no task of its own per wait (one per replica
+                    # per send on a busy master; wait_for's task cost more than the frame's write)
+                    async with asyncio.timeout(0.5):
+                        await grown.wait()
                 except TimeoutError:
                     # keep-alive with the master's max offset; a replica with nothing to do reports back
                     write_frame(writer, FrameType.DATA, DATA_HEADER.pack(offset, store.max_physical_offset))

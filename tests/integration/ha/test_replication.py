@@ -82,6 +82,49 @@ async def test_stream_wait_and_meta(tmp_path: Path) -> None:
         replica.shutdown()
 
 
+async def test_an_idle_master_keeps_its_replica_with_keep_alives_and_a_silent_one_is_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    master, replica = _store(tmp_path / "m"), _store(tmp_path / "r")
+    m_epochs = EpochFileCache(tmp_path / "m-epoch")
+    m_epochs.begin_epoch(1, 0)
+    service = HAService(master, m_epochs, "g", key=KEY)
+    await service.start("127.0.0.1:0")
+    service.start_serving(1)
+    client = HAClient(
+        replica, EpochFileCache(tmp_path / "r-epoch"), "g", "r1", f"127.0.0.1:{service.port}", key=KEY
+    )
+    client.idle_timeout_s = 1.0
+    client.start()
+    try:
+        # given a master with nothing to send: every 0.5 s it says so, and the replica stays
+        await _until(lambda: client.connected)
+        first = client.last_data
+        await asyncio.sleep(1.6)  # longer than the replica's idle limit
+        assert client.connected and client.last_data - first >= 1.0
+        # when the master's streams go silent (a master that hangs), the replica leaves within its
+        # idle limit and connects again
+        quiet = asyncio.Event()
+
+        async def silent(*_: object) -> None:
+            await quiet.wait()
+
+        monkeypatch.setattr(service, "_stream", silent)
+        for writer in list(service._writers):
+            writer.close()  # the connection ends: the replica connects again, to a silent stream
+        await _until(lambda: not client.connected, 2.0)
+        await _until(lambda: client.connected, 2.0)
+        joined = asyncio.get_running_loop().time()
+        await _until(lambda: not client.connected, 3.0)
+        assert asyncio.get_running_loop().time() - joined >= 0.9  # it waited for its idle limit
+        quiet.set()
+    finally:
+        await client.stop()
+        await service.stop()
+        master.shutdown()
+        replica.shutdown()
+
+
 async def test_rejoining_node_truncates_divergent_tail(tmp_path: Path) -> None:
     # given an old master whose last records never reached the node that became the new master
     old, new = _store(tmp_path / "old"), _store(tmp_path / "new")
