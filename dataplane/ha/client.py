@@ -139,9 +139,17 @@ class HAClient:
         await writer.drain()
         self.connected = True
         logger.info("following %s from offset %d", self.master_address, store.max_physical_offset)
+        self.last_data = time.monotonic()
+        watch = _IdleWatch(self, writer)
+        try:
+            await self._apply_frames(reader, writer)
+        finally:
+            watch.cancel()
+
+    async def _apply_frames(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        store = self.store
         while not self._stopped:
-            async with asyncio.timeout(self.idle_timeout_s):  # not wait_for: no task per frame
-                kind, payload = await read_frame(reader)
+            kind, payload = await read_frame(reader)
             self.last_data = time.monotonic()
             if kind is FrameType.DATA:
                 offset, self.master_max = DATA_HEADER.unpack_from(payload)
@@ -162,6 +170,32 @@ class HAClient:
 
     async def _authenticate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await prove_secret(reader, writer, self.key, self.group, self.master_address)
+
+
+class _IdleWatch:
+    """Closes a replica's connection once its master has sent nothing for the client's
+    ``idle_timeout_s`` (the read then ends and ``HAClient._run`` connects again). A loop timer checks
+    ``last_data`` four times per limit: a timeout around every frame's read (asyncio.timeout or
+    wait_for) cost more than the frame itself on a busy replica."""
+
+    def __init__(self, client: HAClient, writer: asyncio.StreamWriter) -> None:
+        self._client, self._writer = client, writer
+        self._loop = asyncio.get_running_loop()
+        self._every = client.idle_timeout_s / 4
+        self._handle = self._loop.call_later(self._every, self._check)
+
+    def _check(self) -> None:
+        client = self._client
+        if time.monotonic() - client.last_data > client.idle_timeout_s:
+            logger.info(
+                "replication from %s: nothing for %.1f s", client.master_address, client.idle_timeout_s
+            )
+            self._writer.close()
+            return
+        self._handle = self._loop.call_later(self._every, self._check)
+
+    def cancel(self) -> None:
+        self._handle.cancel()
 
 
 async def prove_secret(

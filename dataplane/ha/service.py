@@ -50,6 +50,7 @@ __all__ = ("HAService", "ReplicaState")
 
 logger = logging.getLogger(__name__)
 
+_KEEP_ALIVE_S = 0.5  # an empty DATA frame after this long without one
 _CHUNK = 1 << 20  # bytes per DATA frame: large enough for throughput, small enough to keep lag low
 _LAG_SAMPLES = 2048
 
@@ -359,8 +360,10 @@ class HAService:
 
     async def _stream(self, replica: ReplicaState, writer: asyncio.StreamWriter, offset: int) -> None:
         store = self.store
+        loop = asyncio.get_running_loop()
         last_meta = b""
         next_meta = 0.0
+        last_sent = time.monotonic()
         grown = asyncio.Event()
         self._data_events.add(grown)
         try:
@@ -385,20 +388,25 @@ class HAService:
                     master_max = store.max_physical_offset
                     write_frame(writer, FrameType.DATA, DATA_HEADER.pack(offset, master_max) + data)
                     offset += len(data)
+                    last_sent = now
                     replica.sent.append((offset, time.monotonic()))
                     if len(replica.sent) > _LAG_SAMPLES:
                         replica.sent.popleft()
                     await writer.drain()
                     continue
-                try:
-                    # asyncio.timeout, not wait_for: no task of its own per wait (one per replica
-                    # per send on a busy master; wait_for's task cost more than the frame's write)
-                    async with asyncio.timeout(0.5):
-                        await grown.wait()
-                except TimeoutError:
+                if now - last_sent >= _KEEP_ALIVE_S:
                     # keep-alive with the master's max offset; a replica with nothing to do reports back
                     write_frame(writer, FrameType.DATA, DATA_HEADER.pack(offset, store.max_physical_offset))
+                    last_sent = now
                     await writer.drain()
+                # Woken by the log's growth, or by this timer for the next keep-alive: a loop timer
+                # per wait, not asyncio.timeout or wait_for (a Python object, or a task, per wait
+                # cost more than the frame's write on a busy master: one wait per replica per send).
+                wake = loop.call_later(_KEEP_ALIVE_S - (now - last_sent), grown.set)
+                try:
+                    await grown.wait()
+                finally:
+                    wake.cancel()
         except (ConnectionError, RuntimeError):
             writer.close()
         finally:

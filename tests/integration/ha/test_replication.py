@@ -98,10 +98,12 @@ async def test_an_idle_master_keeps_its_replica_with_keep_alives_and_a_silent_on
     client.start()
     try:
         # given a master with nothing to send: every 0.5 s it says so, and the replica stays
-        await _until(lambda: client.connected)
-        first = client.last_data
+        await _until(lambda: client.connected and "r1" in service.replicas)
+        first, connection = client.last_data, service.replicas["r1"]
         await asyncio.sleep(1.6)  # longer than the replica's idle limit
-        assert client.connected and client.last_data - first >= 1.0
+        # the same connection all along (a new one would be a new ReplicaState), fed by keep-alives
+        assert client.connected and service.replicas["r1"] is connection
+        assert client.last_data - first >= 1.0
         # when the master's streams go silent (a master that hangs), the replica leaves within its
         # idle limit and connects again
         quiet = asyncio.Event()
